@@ -1,0 +1,42 @@
+# Two commands: `make book` (install, execute every chapter at the default
+# preset, render the HTML book) and `make test` (install, unit tests, smoke runs
+# with their claims asserted, nbval regression, book build at smoke).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+JB := $(VENV)/bin/jupyter-book
+INSTALLED := $(VENV)/.installed
+MATHJAX := .mathjax/mathjax/tex-mml-chtml.js
+export PYTHONHASHSEED := 0
+
+.PHONY: book test install clean reference benchmark
+
+install: $(INSTALLED) $(MATHJAX)
+
+$(INSTALLED): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r requirements.txt
+	$(VENV)/bin/pip install -q --no-deps -e .
+	touch $@
+
+$(MATHJAX):
+	bash .ci/fetch-mathjax.sh
+
+book: install
+	$(PY) -m paperlib book --preset default
+	$(JB) build -W -n --keep-going .
+	@echo "Open _build/html/index.html"
+
+test: install
+	$(PY) -m paperlib nbval-prepare --out _build/nbval
+	$(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests _build/nbval
+	$(JB) build -W -n --keep-going --path-output _build/test-book .
+
+reference: install
+	$(PY) -m paperlib reference
+
+benchmark: install
+	$(PY) benchmarks/phase_batched_vs_loop.py
+
+clean:
+	rm -rf _build book/chapters book/generated runs

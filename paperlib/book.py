@@ -1,0 +1,94 @@
+"""Assembling the book: executed chapters, the claims status page, nbval references."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from . import params as P
+from .ledger import VERDICT_MARK, VERDICTS
+from .runner import load_ledgers, notebook_path, run_cached
+
+BOOK_DIR = P.REPO_ROOT / "book"
+CHAPTER_DIR = BOOK_DIR / "chapters"
+GENERATED_DIR = BOOK_DIR / "generated"
+REFERENCE_DIR = P.REPO_ROOT / "tests" / "references"
+
+
+def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = None) -> list[dict]:
+    """Execute (or reuse) every chapter at ``preset``, copy the executed notebooks
+    into ``book/chapters/`` and write the claims status table.  Returns the ledgers."""
+    run_dir = Path(run_dir)
+    CHAPTER_DIR.mkdir(parents=True, exist_ok=True)
+    for paper in papers or P.available_papers():
+        notebook, _, reused = run_cached(paper, preset, run_dir)
+        print(f"{paper}: {'reused cached run' if reused else 'executed'} at preset {preset!r}", flush=True)
+        shutil.copy(notebook, CHAPTER_DIR / f"{paper}.ipynb")
+    ledgers = load_ledgers(run_dir)
+    write_claims_table(ledgers)
+    return ledgers
+
+
+def claims_status_markdown(ledgers: list[dict]) -> str:
+    """The claims status page's table: one row per claim of every chapter."""
+    if not ledgers:
+        return "No chapter has been executed yet."
+    total = {v: 0 for v in VERDICTS}
+    lines = ["| paper | claim | source | verdict | preset |", "|---|---|---|---|---|"]
+    for ledger in ledgers:
+        for claim in ledger["claims"]:
+            total[claim["verdict"]] += 1
+            link = f"[{ledger['paper']}](chapters/{ledger['paper']}.ipynb)"
+            lines.append(f"| {link} | `{claim['id']}` | {claim['source']} | "
+                         f"{VERDICT_MARK[claim['verdict']]} | `{ledger['preset']}` |")
+    summary = ", ".join(f"{n} {v}" for v, n in total.items() if n)
+    counts = sum(total.values())
+    return f"**{counts} claims** over {len(ledgers)} chapter(s): {summary}.\n\n" + "\n".join(lines)
+
+
+def write_claims_table(ledgers: list[dict]) -> Path:
+    GENERATED_DIR.mkdir(parents=True, exist_ok=True)
+    target = GENERATED_DIR / "claims_table.md"
+    target.write_text(claims_status_markdown(ledgers) + "\n")
+    return target
+
+
+def prepare_nbval(paper: str, out_dir: str | Path, reference_dir: str | Path = REFERENCE_DIR) -> Path:
+    """Build the notebook that nbval checks: the inputs of the current text
+    notebook, the smoke parameters injected, and the stored outputs of the
+    committed smoke reference.  A change that moves a `# NBVAL_CHECK_OUTPUT`
+    cell's output then fails ``pytest --nbval-lax`` until the reference is
+    deliberately regenerated (``python -m paperlib reference``)."""
+    import jupytext
+    import nbformat
+    from jupytext.combine import combine_inputs_with_outputs
+    from papermill.parameterize import parameterize_notebook
+
+    reference_path = Path(reference_dir) / f"{paper}.ipynb"
+    if not reference_path.exists():
+        raise FileNotFoundError(f"no smoke reference for {paper}: run `python -m paperlib reference {paper}`")
+    notebook = jupytext.read(notebook_path(paper))
+    reference = nbformat.read(reference_path, as_version=4)
+    reference.cells = [c for c in reference.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+    combine_inputs_with_outputs(notebook, reference)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    smoke = dict(P.load_preset(paper, "smoke"), preset="smoke")
+    notebook = parameterize_notebook(notebook, smoke)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{paper}.ipynb"
+    nbformat.write(notebook, target)
+    return target
+
+
+def checked_outputs(notebook_file: str | Path) -> list[str]:
+    """The stored text outputs of the cells marked `# NBVAL_CHECK_OUTPUT`."""
+    import nbformat
+
+    notebook = nbformat.read(notebook_file, as_version=4)
+    texts = []
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and "NBVAL_CHECK_OUTPUT" in cell.source:
+            texts.append("".join(o.get("text", "") or str(o.get("data", {}).get("text/plain", ""))
+                                 for o in cell.get("outputs", [])))
+    return texts

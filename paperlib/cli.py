@@ -1,0 +1,118 @@
+"""Command line: ``python -m paperlib run|list|book|reference|nbval-prepare``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from . import params as P
+
+
+def _parse_overrides(pairs: list[list[str]]) -> dict:
+    overrides = {}
+    for name, text in pairs or []:
+        try:
+            overrides[name] = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise P.ParameterError(f"parameter {name!r}: cannot read {text!r} as YAML ({error})") from None
+    return overrides
+
+
+def cmd_run(args) -> int:
+    from .runner import run_notebook
+    start = time.perf_counter()
+    notebook, ledger = run_notebook(args.notebook, args.preset, _parse_overrides(args.param), args.out,
+                                    log_output=args.log_output)
+    import json
+    data = json.loads(Path(ledger).read_text())
+    counts = ", ".join(f"{n} {v}" for v, n in data["counts"].items() if n)
+    print(f"executed {notebook} in {time.perf_counter() - start:.1f} s")
+    print(f"ledger   {ledger}: {len(data['claims'])} claims ({counts})")
+    return 0
+
+
+def cmd_list(args) -> int:
+    for paper in P.available_papers():
+        schema = P.load_schema(paper)
+        default = P.load_preset(paper, "default")
+        print(f"{paper}  (notebooks/{paper}.md; presets: {', '.join(P.PRESETS)})")
+        for name, spec in schema.items():
+            print(f"  {name:<22} {spec['type']:<11} default {default.get(name)!r:<28} {spec.get('help', '')}")
+    return 0
+
+
+def cmd_book(args) -> int:
+    from .book import build_chapters
+    ledgers = build_chapters(args.preset, args.runs or f"_build/runs/{args.preset}")
+    print(f"{len(ledgers)} chapter(s) ready in book/chapters at preset {args.preset!r}")
+    return 0
+
+
+def cmd_reference(args) -> int:
+    from .book import REFERENCE_DIR
+    from .runner import run_notebook
+    for paper in args.notebooks or P.available_papers():
+        notebook, ledger = run_notebook(paper, "smoke", {}, REFERENCE_DIR)
+        Path(ledger).unlink()
+        print(f"regenerated {notebook}")
+    return 0
+
+
+def cmd_nbval_prepare(args) -> int:
+    from .book import prepare_nbval
+    for paper in args.notebooks or P.available_papers():
+        print(f"prepared {prepare_nbval(paper, args.out)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m paperlib", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="execute a notebook with papermill at a preset")
+    run.add_argument("notebook", help="notebook name, e.g. moderate-overparam")
+    run.add_argument("--preset", default="default", help="smoke, default or full")
+    run.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                     help="override a parameter; VALUE is read as YAML, e.g. -p phase_widths '[2, 4]'")
+    run.add_argument("--out", default="runs", help="output folder (default: runs)")
+    run.add_argument("--log-output", action="store_true", help="stream the notebook's output")
+    run.set_defaults(func=cmd_run)
+
+    sub.add_parser("list", help="name the notebooks and their parameters").set_defaults(func=cmd_list)
+
+    book = sub.add_parser("book", help="execute (or reuse) every chapter for the book build")
+    book.add_argument("--preset", default="default")
+    book.add_argument("--runs", default=None, help="run folder (default: _build/runs/PRESET)")
+    book.set_defaults(func=cmd_book)
+
+    ref = sub.add_parser("reference", help="regenerate the committed smoke references for nbval")
+    ref.add_argument("notebooks", nargs="*")
+    ref.set_defaults(func=cmd_reference)
+
+    prep = sub.add_parser("nbval-prepare", help="merge current inputs with the reference outputs")
+    prep.add_argument("notebooks", nargs="*")
+    prep.add_argument("--out", default="_build/nbval")
+    prep.set_defaults(func=cmd_nbval_prepare)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "preset", None) is not None and args.preset not in P.PRESETS:
+        print(f"error: preset must be one of {list(P.PRESETS)}, got {args.preset!r}", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except P.ParameterError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # execution failures: say so, exit 1
+        from .runner import ExecutionFailed
+        if isinstance(error, ExecutionFailed):
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        raise

@@ -1,0 +1,81 @@
+"""The book's plotting style and its two recurring figures: prediction against
+measurement (with the spread over seeds) and the phase diagram."""
+
+from __future__ import annotations
+
+import matplotlib
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+PREDICTION_COLOR = "#222222"
+PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442"]
+
+
+def use_style():
+    """The shared style: colour-blind palette, light grid, readable sizes."""
+    plt.rcParams.update({
+        "figure.dpi": 100, "savefig.dpi": 100, "figure.figsize": (6.4, 4.0),
+        "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
+        "axes.prop_cycle": matplotlib.cycler(color=PALETTE), "font.size": 10,
+        "axes.titlesize": 10.5, "legend.fontsize": 8.5, "legend.frameon": False,
+    })
+
+
+def prediction_vs_measurement(ax, x, measured, predicted=None, *, label="measured",
+                              prediction_label="prediction", color=None, bound=None,
+                              bound_label="theorem's bound", logx=False, logy=False):
+    """Plot measurements over seeds against a prediction.
+
+    ``measured`` has shape (num_seeds, len(x)): the line is the mean, the band
+    spans the min and max over seeds and each seed is a faint dot, so the
+    spread is visible.  ``predicted`` (same x) is drawn as a solid black line,
+    ``bound`` (an upper or lower bound the theorem proves) as a dashed one.
+    """
+    x = np.asarray(x, dtype=float)
+    measured = np.atleast_2d(np.asarray(measured, dtype=float))
+    color = color or PALETTE[0]
+    mean = np.nanmean(measured, axis=0)
+    ax.fill_between(x, np.nanmin(measured, axis=0), np.nanmax(measured, axis=0), color=color,
+                    alpha=0.2, linewidth=0)
+    for row in measured:
+        ax.plot(x, row, "o", color=color, markersize=2.5, alpha=0.5)
+    ax.plot(x, mean, "-o", color=color, markersize=4,
+            label=f"{label} (mean, band = min-max over {measured.shape[0]} seed{'s' * (measured.shape[0] > 1)})")
+    if predicted is not None:
+        ax.plot(x, np.asarray(predicted, dtype=float), "-", color=PREDICTION_COLOR, linewidth=1.5,
+                label=prediction_label)
+    if bound is not None:
+        ax.plot(x, np.asarray(bound, dtype=float), "--", color=PREDICTION_COLOR, linewidth=1.2,
+                label=bound_label)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.legend()
+    return ax
+
+
+def phase_diagram(ax, success_rate, x_values, y_values, *, xlabel, ylabel, title=None):
+    """Success probability over a grid: red = certain success, blue = certain
+    failure (the paper's colours).  ``success_rate[i, j]`` belongs to
+    ``(x_values[j], y_values[i])``."""
+    x_values, y_values = np.asarray(x_values), np.asarray(y_values)
+    image = ax.pcolormesh(_edges(x_values), _edges(y_values), np.asarray(success_rate, dtype=float),
+                          cmap="RdBu_r", vmin=0, vmax=1, shading="flat")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_xlim(_edges(x_values)[0], _edges(x_values)[-1])
+    ax.set_ylim(_edges(y_values)[0], _edges(y_values)[-1])
+    ax.grid(False)
+    if title:
+        ax.set_title(title)
+    return image
+
+
+def _edges(centers):
+    centers = np.asarray(centers, dtype=float)
+    if centers.size == 1:
+        return np.array([centers[0] - 0.5, centers[0] + 0.5])
+    mids = (centers[1:] + centers[:-1]) / 2
+    return np.concatenate([[centers[0] - (mids[0] - centers[0])], mids, [centers[-1] + (centers[-1] - mids[-1])]])

@@ -1,0 +1,131 @@
+"""Running a text notebook with papermill, and the book's cached chapter runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import params as P
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+class ExecutionFailed(RuntimeError):
+    """The notebook raised, or wrote no ledger. The message says where to look."""
+
+
+def notebook_path(paper: str) -> Path:
+    name = paper[:-3] if paper.endswith(".md") else paper
+    name = Path(name).name
+    path = P.NOTEBOOK_DIR / f"{name}.md"
+    if not path.exists() or name not in P.available_papers():
+        raise P.ParameterError(f"notebook {paper!r} is unknown; choose one of {P.available_papers()}")
+    return path
+
+
+def paper_name(paper: str) -> str:
+    return notebook_path(paper).stem
+
+
+def planned_parameters(paper: str, preset: str, overrides: dict) -> dict:
+    """The full, validated parameter set of a run: the preset, then the overrides."""
+    paper = paper_name(paper)
+    if "preset" in overrides:
+        raise P.ParameterError("parameter 'preset' is set with --preset, not with -p")
+    values = dict(P.load_preset(paper, preset), **overrides)
+    values["preset"] = preset
+    return P.validate(paper, values)
+
+
+def run_notebook(paper: str, preset: str = "default", overrides: dict | None = None,
+                 out_dir: str | os.PathLike = "runs", log_output: bool = False) -> tuple[Path, Path]:
+    """Convert ``notebooks/<paper>.md``, execute it with papermill and leave
+    ``out_dir/<paper>.ipynb`` and ``out_dir/<paper>.json`` (the ledger).
+
+    Parameters are validated before anything runs.  The run happens in a
+    scratch folder; earlier results in ``out_dir`` are replaced only when the
+    new run succeeded (a failed run leaves ``<paper>.failed.ipynb`` beside them).
+    """
+    import jupytext
+    import nbformat
+    import papermill
+
+    overrides = dict(overrides or {})
+    name = paper_name(paper)
+    parameters = planned_parameters(name, preset, overrides)
+    parameters["explicit_parameters"] = sorted(overrides)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=f".{name}-") as scratch:
+        scratch = Path(scratch)
+        source = scratch / f"{name}.source.ipynb"
+        executed, ledger = scratch / f"{name}.ipynb", scratch / f"{name}.json"
+        notebook = jupytext.read(notebook_path(name))
+        notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(notebook, source)
+        previous = os.environ.get("PAPERLIB_LEDGER")
+        os.environ["PAPERLIB_LEDGER"] = str(ledger.resolve())
+        try:
+            papermill.execute_notebook(str(source), str(executed), parameters=parameters,
+                                       cwd=str(P.NOTEBOOK_DIR), kernel_name="python3",
+                                       progress_bar=False, log_output=log_output)
+        except Exception as error:  # papermill raises PapermillExecutionError and friends
+            if executed.exists():
+                shutil.copy(executed, out_dir / f"{name}.failed.ipynb")
+            raise ExecutionFailed(f"{name} failed to execute ({type(error).__name__}); "
+                                  f"see {out_dir / (name + '.failed.ipynb')}\n{error}") from error
+        finally:
+            if previous is None:
+                os.environ.pop("PAPERLIB_LEDGER", None)
+            else:
+                os.environ["PAPERLIB_LEDGER"] = previous
+        if not ledger.exists():
+            shutil.copy(executed, out_dir / f"{name}.failed.ipynb")
+            raise ExecutionFailed(f"{name} ran but wrote no ledger (did it call ledger.save()?)")
+        os.replace(executed, out_dir / f"{name}.ipynb")
+        os.replace(ledger, out_dir / f"{name}.json")
+    stale = out_dir / f"{name}.failed.ipynb"
+    if stale.exists():
+        stale.unlink()
+    return out_dir / f"{name}.ipynb", out_dir / f"{name}.json"
+
+
+def content_stamp(paper: str, preset: str) -> str:
+    """A hash of everything a chapter's results depend on: the notebook, its
+    presets and schema, every paperlib module and the pinned requirements.
+    (Jupyter Book's own cache looks at the notebook's code cells only.)"""
+    digest = hashlib.sha256(preset.encode())
+    files = [notebook_path(paper)] + sorted((P.PRESET_DIR / paper).glob("*.yaml"))
+    files += sorted(PACKAGE_DIR.glob("*.py")) + [P.REPO_ROOT / "requirements.txt"]
+    for path in files:
+        if path.exists():
+            digest.update(str(path.relative_to(P.REPO_ROOT)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run_cached(paper: str, preset: str, out_dir: str | os.PathLike) -> tuple[Path, Path, bool]:
+    """Run a chapter unless an identical run (same :func:`content_stamp`) is on disk.
+    Returns (notebook, ledger, reused)."""
+    out_dir = Path(out_dir)
+    stamp_file = out_dir / f"{paper}.stamp"
+    notebook, ledger = out_dir / f"{paper}.ipynb", out_dir / f"{paper}.json"
+    stamp = content_stamp(paper, preset)
+    if notebook.exists() and ledger.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+        return notebook, ledger, True
+    notebook, ledger = run_notebook(paper, preset, {}, out_dir)
+    stamp_file.write_text(stamp)
+    return notebook, ledger, False
+
+
+def load_ledgers(run_dir: str | os.PathLike) -> list[dict]:
+    ledgers = []
+    for paper in P.available_papers():
+        path = Path(run_dir) / f"{paper}.json"
+        if path.exists():
+            ledgers.append(json.loads(path.read_text()))
+    return ledgers

@@ -1,0 +1,89 @@
+"""The ledger computes verdicts from measurement, prediction and tolerance."""
+
+import json
+import math
+
+import pytest
+
+from paperlib import ledger as L
+from paperlib.params import Params
+
+
+def make_ledger():
+    params = Params(paper="demo", values={"preset": "smoke", "seed": 3}, overrides={})
+    return L.Ledger("demo", params)
+
+
+def test_close_check_bounds():
+    check = L.close(rtol=0.1, atol=0.01)
+    assert check.passes(1.105, 1.0)
+    assert not check.passes(1.2, 1.0)
+    assert check.bounds(1.0) == pytest.approx((0.89, 1.11))
+
+
+def test_one_sided_and_range_checks():
+    assert L.at_most().passes(0.99, 1.0) and not L.at_most().passes(1.01, 1.0)
+    assert L.at_least(atol=1e-10).passes(-1e-11, 0.0) and not L.at_least().passes(-1e-3, 0.0)
+    assert L.within(1, 3).passes([1.0, 2.5, 3.0], None) and not L.within(1, 3).passes([2.0, 3.1], None)
+
+
+def test_bad_checks_raise():
+    with pytest.raises(ValueError):
+        L.close()
+    with pytest.raises(ValueError):
+        L.within(3, 1)
+
+
+@pytest.mark.parametrize("measured, assumption, enough, expected", [
+    (0.5, True, True, "reproduced"),
+    (1.5, True, True, "not reproduced"),
+    (0.5, False, True, "assumption not met"),
+    (1.5, False, True, "assumption not met"),
+    (float("nan"), True, True, "inconclusive"),
+    (None, True, True, "inconclusive"),
+    (0.5, True, False, "inconclusive"),
+])
+def test_verdicts(measured, assumption, enough, expected):
+    verdict, _ = L.compute_verdict(measured, 1.0, L.at_most(), assumption, enough)
+    assert verdict == expected
+
+
+def test_assumption_not_met_still_reports_prediction():
+    ledger = make_ledger()
+    entry = ledger.record("x", "Thm 1", "bound", measured=0.5, predicted=1.0, check=L.at_most(),
+                          assumption=(False, "width too small"))
+    assert entry["verdict"] == "assumption not met" and entry["prediction_holds"] is True
+    assert "width too small" in entry["why"] and "holds anyway" in entry["why"]
+
+
+def test_ledger_json_shape(tmp_path):
+    ledger = make_ledger()
+    ledger.record("a", "Lemma 1", "s", measured=[1.0, 2.0], predicted=1.5, check=L.close(atol=0.6), robust=True)
+    ledger.record("b", "Lemma 2", "s", measured=math.inf, predicted=0.0, check=L.at_most())
+    path = ledger.save(tmp_path / "demo.json")
+    data = json.loads(path.read_text())
+    for key in ("paper", "preset", "parameters", "seed", "versions", "device", "runtime_s", "claims"):
+        assert key in data
+    assert data["seed"] == 3 and data["preset"] == "smoke"
+    assert [c["verdict"] for c in data["claims"]] == ["reproduced", "inconclusive"]
+    assert set(data["versions"]) >= {"paperlib", "torch", "python"}
+    assert data["claims"][1]["measured"] == "inf"  # JSON has no inf
+
+
+def test_duplicate_claim_id_rejected():
+    ledger = make_ledger()
+    ledger.record("a", "s", "s", measured=1, predicted=1, check=L.close(atol=1))
+    with pytest.raises(ValueError, match="twice"):
+        ledger.record("a", "s", "s", measured=1, predicted=1, check=L.close(atol=1))
+
+
+def test_save_uses_environment_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv(L.LEDGER_ENV, str(tmp_path / "env.json"))
+    assert make_ledger().save() == tmp_path / "env.json"
+
+
+def test_table_and_summary():
+    ledger = make_ledger()
+    ledger.record("a", "Thm", "s", measured=0.2066, predicted=0.207, paper_value=0.207, check=L.close(atol=5e-4))
+    assert "0.207" in ledger.table_markdown() and "reproduced" in ledger.table_markdown()
+    assert ledger.summary().startswith("1 claims") or "1 reproduced" in ledger.summary()

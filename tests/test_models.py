@@ -1,0 +1,110 @@
+"""The shallow network of Oymak & Soltanolkotabi: output layer, forward pass and the
+hand-written gradient (checked against torch.autograd)."""
+
+import math
+
+import pytest
+import torch
+
+from paperlib.activations import get_activation
+from paperlib.data import gaussian_labels, sphere_points
+from paperlib.models import (initial_weights, output_weights, resolve_activation,
+                             shallow_forward, shallow_loss, shallow_residual_and_gradient)
+
+
+def _problem(n=7, d=4, k=6, seed=0, batch_shape=()):
+    g = torch.Generator().manual_seed(seed)
+    X = sphere_points(n, d, g, batch_shape=batch_shape)
+    y = gaussian_labels(n, g, batch_shape=batch_shape)
+    W = initial_weights(k, d, g, batch_shape=batch_shape)
+    v = output_weights(k, torch.linalg.vector_norm(y, dim=-1), n)
+    return X, y, W, v
+
+
+@pytest.mark.parametrize("k", [2, 6, 10])
+def test_output_weights_even_width(k):
+    n, label_norm = 9, 3.7
+    v = output_weights(k, label_norm, n)
+    assert v.shape == (k,) and v.dtype == torch.float64
+    assert abs(float(v.sum())) < 1e-15
+    assert float(torch.linalg.vector_norm(v)) == pytest.approx(label_norm / math.sqrt(n), rel=1e-14)
+    assert torch.allclose(v.abs(), torch.full((k,), label_norm / math.sqrt(k * n), dtype=torch.float64))
+    assert int((v > 0).sum()) == int((v < 0).sum()) == k // 2
+
+
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_output_weights_odd_width_has_one_zero(k):
+    n, label_norm = 5, 2.0
+    v = output_weights(k, label_norm, n)
+    assert int((v == 0).sum()) == 1
+    assert abs(float(v.sum())) < 1e-15
+    nonzero = v[v != 0]
+    assert len(nonzero) == k - 1
+    assert torch.allclose(nonzero.abs(), torch.full((k - 1,), label_norm / math.sqrt(k * n),
+                                                    dtype=torch.float64))
+    # ||v||^2 = (k-1)/k * ||y||^2 / n
+    assert float(v @ v) == pytest.approx((k - 1) / k * label_norm ** 2 / n, abs=1e-15)
+
+
+def test_output_weights_batched_label_norms():
+    norms = torch.tensor([1.0, 2.0, 4.0], dtype=torch.float64)
+    v = output_weights(4, norms, 8)
+    assert v.shape == (3, 4)
+    assert torch.allclose(torch.linalg.vector_norm(v, dim=1), norms / math.sqrt(8))
+
+
+def test_output_weights_rejects_bad_width():
+    with pytest.raises(ValueError, match="width"):
+        output_weights(0, 1.0, 3)
+
+
+def test_initial_weights_are_standard_normal():
+    W = initial_weights(200, 50, torch.Generator().manual_seed(3))
+    assert W.shape == (200, 50)
+    assert abs(float(W.mean())) < 0.02
+    assert float(W.std()) == pytest.approx(1.0, abs=0.02)
+
+
+def test_forward_matches_explicit_sum():
+    X, y, W, v = _problem()
+    act = get_activation("softplus")
+    f = shallow_forward(X, W, v, act)
+    explicit = torch.stack([sum(v[l] * torch.nn.functional.softplus(W[l] @ x)
+                                for l in range(len(v))) for x in X])
+    assert torch.allclose(f, explicit, rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("batch_shape", [(), (3,)])
+def test_manual_gradient_matches_autograd_softplus(batch_shape):
+    X, y, W, v = _problem(n=9, d=5, k=7, seed=1, batch_shape=batch_shape)
+    r, G = shallow_residual_and_gradient(X, W, v, y, "softplus")
+    Wg = W.clone().requires_grad_(True)
+    z = X @ Wg.transpose(-1, -2)
+    loss = 0.5 * ((torch.nn.functional.softplus(z) @ v.unsqueeze(-1)).squeeze(-1) - y).pow(2).sum()
+    loss.backward()
+    assert G.shape == W.shape
+    assert torch.allclose(G, Wg.grad, rtol=1e-12, atol=1e-13)
+    assert torch.allclose(r, shallow_forward(X, W, v, "softplus") - y, atol=1e-14)
+    assert torch.allclose(0.5 * (r * r).sum(-1), shallow_loss(X, W, v, y, "softplus"))
+
+
+def test_relu_gradient_uses_derivative_one_at_zero():
+    # a unit orthogonal to the first data point sits exactly on the kink
+    X = torch.tensor([[1.0, 0.0], [0.6, 0.8]], dtype=torch.float64)
+    W = torch.tensor([[0.0, 1.0], [-1.0, 0.5]], dtype=torch.float64)
+    v = torch.tensor([2.0, -1.0], dtype=torch.float64)
+    y = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    r, G = shallow_residual_and_gradient(X, W, v, y, "relu")
+    Z = X @ W.T
+    assert Z[0, 0] == 0
+    dphi = (Z >= 0).double()                             # step with value 1 at 0
+    expected = torch.stack([sum(r[i] * v[l] * dphi[i, l] * X[i] for i in range(2))
+                            for l in range(2)])
+    assert torch.allclose(G, expected)
+    assert G[0].abs().sum() > 0                          # the kink point contributes to unit 0
+
+
+def test_resolve_activation_accepts_names_and_objects():
+    act = get_activation("relu")
+    assert resolve_activation("relu") is act
+    assert resolve_activation(act) is act
