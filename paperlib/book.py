@@ -54,29 +54,36 @@ def write_claims_table(ledgers: list[dict]) -> Path:
 
 
 def prepare_nbval(paper: str, out_dir: str | Path, reference_dir: str | Path = REFERENCE_DIR) -> Path:
-    """Build the notebook that nbval checks: the inputs of the current text
-    notebook, the smoke parameters injected, and the stored outputs of the
-    committed smoke reference.  A change that moves a `# NBVAL_CHECK_OUTPUT`
-    cell's output then fails ``pytest --nbval-lax`` until the reference is
-    deliberately regenerated (``python -m paperlib reference``)."""
+    """Build the notebook that nbval checks for ``paper``: the inputs of the
+    current text notebook, the smoke parameters injected, and the stored outputs
+    of the committed smoke reference.  A change that moves a
+    `# NBVAL_CHECK_OUTPUT` cell's output then fails ``pytest --nbval-lax``
+    until the reference is deliberately regenerated (``python -m paperlib reference``)."""
+    reference_path = Path(reference_dir) / f"{paper}.ipynb"
+    if not reference_path.exists():
+        raise FileNotFoundError(f"no smoke reference for {paper}: run `python -m paperlib reference {paper}`")
+    smoke = dict(P.load_preset(paper, "smoke"), preset="smoke")
+    return merge_reference(notebook_path(paper), reference_path, smoke, Path(out_dir) / f"{paper}.ipynb")
+
+
+def merge_reference(text_notebook: Path, reference_path: Path, parameters: dict, target: Path) -> Path:
+    """Inputs from ``text_notebook``, outputs from ``reference_path`` (matched cell
+    by cell by jupytext), ``parameters`` injected after the `parameters` cell."""
     import jupytext
     import nbformat
     from jupytext.combine import combine_inputs_with_outputs
     from papermill.parameterize import parameterize_notebook
 
-    reference_path = Path(reference_dir) / f"{paper}.ipynb"
-    if not reference_path.exists():
-        raise FileNotFoundError(f"no smoke reference for {paper}: run `python -m paperlib reference {paper}`")
-    notebook = jupytext.read(notebook_path(paper))
+    notebook = jupytext.read(text_notebook)
     reference = nbformat.read(reference_path, as_version=4)
     reference.cells = [c for c in reference.cells if "injected-parameters" not in c.metadata.get("tags", [])]
-    combine_inputs_with_outputs(notebook, reference)
+    notebook = combine_inputs_with_outputs(notebook, reference)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    smoke = dict(P.load_preset(paper, "smoke"), preset="smoke")
-    notebook = parameterize_notebook(notebook, smoke)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{paper}.ipynb"
+    for cell in notebook.cells:  # papermill expects every cell to have tags
+        cell.metadata.setdefault("tags", [])
+    notebook.metadata.setdefault("papermill", {})
+    notebook = parameterize_notebook(notebook, parameters)
+    target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
     return target
 

@@ -57,7 +57,8 @@ def run_notebook(paper: str, preset: str = "default", overrides: dict | None = N
     overrides = dict(overrides or {})
     name = paper_name(paper)
     parameters = planned_parameters(name, preset, overrides)
-    parameters["explicit_parameters"] = sorted(overrides)
+    if overrides:  # lets the notebook keep an override that equals the default preset's value
+        parameters["explicit_parameters"] = sorted(overrides)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=f".{name}-") as scratch:

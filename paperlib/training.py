@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
@@ -468,7 +468,7 @@ class _Group:
 
 def fit_cells(cells: Sequence[PhaseCell], activation, lr: float, max_iters: int, tol: float,
               seed: int, device="cpu", dtype=torch.float32, compact_every: int = 250,
-              progress: bool = False,
+              progress: bool = False, num_threads: Optional[int] = None,
               divergence_threshold: float = DIVERGENCE_THRESHOLD) -> PhaseResult:
     r"""Train every cell's network by full-batch GD on the sum loss, batched.
 
@@ -482,7 +482,20 @@ def fit_cells(cells: Sequence[PhaseCell], activation, lr: float, max_iters: int,
     ``max_iters`` updates. Stopped runs are frozen at once (their residual is masked out of the
     update), and every ``compact_every`` iterations they are dropped from the batch and the
     padding is trimmed to the surviving cells.
+
+    ``num_threads`` (optional) sets ``torch.set_num_threads`` for the duration of the call
+    only; by default the process's setting is used as given. (On a CPU shared with another
+    busy process, 2 OpenMP threads on 2 cores can be several times *slower* than 1.)
     """
+    if num_threads is not None:
+        previous = torch.get_num_threads()
+        torch.set_num_threads(num_threads)
+        try:
+            return fit_cells(cells, activation, lr, max_iters, tol, seed, device=device,
+                             dtype=dtype, compact_every=compact_every, progress=progress,
+                             divergence_threshold=divergence_threshold)
+        finally:
+            torch.set_num_threads(previous)
     if not isinstance(compact_every, int) or compact_every <= 0:
         raise ValueError(f"compact_every must be a positive integer, got {compact_every!r}")
     if not isinstance(max_iters, int) or max_iters < 0:
@@ -504,30 +517,29 @@ def fit_cells(cells: Sequence[PhaseCell], activation, lr: float, max_iters: int,
     for i, cell in enumerate(cells):
         by_n.setdefault(int(cell.num_samples), []).append(i)
 
+    def retire(group, finished_mask):
+        """Copy the results of the rows in ``finished_mask`` (CPU bool) out."""
+        rows = finished_mask.nonzero().squeeze(1)
+        if len(rows) == 0:
+            return
+        dev_rows = rows.to(device)
+        slots = group.index[rows].numpy()
+        rel = group.rel[dev_rows].double().cpu().numpy()
+        ok = group.success[dev_rows].cpu().numpy()
+        success[slots] = ok
+        rel_error[slots] = rel
+        iterations[slots] = group.iters[dev_rows].cpu().numpy()
+        diverged[slots] = ~ok & (~np.isfinite(rel) | (rel > divergence_threshold))
+        if count_dead:
+            dead_points[slots] = _dead_points(group.X[dev_rows], group.W[dev_rows],
+                                              group.v[dev_rows]).cpu().numpy()
+
     start = time.perf_counter()
     bar = _progress(max_iters * len(by_n), progress, f"fit_cells[{act_name}]")
     try:
         for n in sorted(by_n):
             idx = by_n[n]
             group = _Group([cells[i] for i in idx], idx, seed, device, dtype)
-
-            def retire(group, finished_mask):
-                """Copy the results of the rows in ``finished_mask`` (CPU bool) out."""
-                rows = finished_mask.nonzero().squeeze(1)
-                if len(rows) == 0:
-                    return
-                dev_rows = rows.to(device)
-                slots = group.index[rows].numpy()
-                rel = group.rel[dev_rows].double().cpu().numpy()
-                ok = group.success[dev_rows].cpu().numpy()
-                success[slots] = ok
-                rel_error[slots] = rel
-                iterations[slots] = group.iters[dev_rows].cpu().numpy()
-                diverged[slots] = ~ok & (~np.isfinite(rel) | (rel > divergence_threshold))
-                if count_dead:
-                    dead_points[slots] = _dead_points(group.X[dev_rows], group.W[dev_rows],
-                                                      group.v[dev_rows]).cpu().numpy()
-
             _train_group(group, kernel, lr, max_iters, tol, divergence_threshold,
                          compact_every, retire, bar)
     finally:

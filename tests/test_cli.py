@@ -1,0 +1,60 @@
+"""The command line: bad input stops at once, names the parameter, and never
+overwrites an earlier result; `list` names notebooks and parameters."""
+
+import subprocess
+import sys
+
+import pytest
+
+from paperlib import params as P
+from paperlib.cli import main
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "paperlib", *args], capture_output=True, text=True,
+                          cwd=P.REPO_ROOT, timeout=60)
+
+
+def test_list_names_notebooks_and_parameters():
+    out = run_cli("list")
+    assert out.returncode == 0
+    assert "moderate-overparam" in out.stdout and "phase_widths" in out.stdout
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--preset", "huge"], "preset"),
+    (["-p", "phase_widths", "[4, -2]"], "phase_widths"),
+    (["-p", "phase_trials", "many"], "phase_trials"),
+    (["-p", "widht", "3"], "widht"),
+    (["-p", "tol", "0"], "tol"),
+    (["-p", "preset", "full"], "preset"),
+])
+def test_bad_input_exits_with_message(tmp_path, capsys, args, fragment):
+    previous = tmp_path / "moderate-overparam.json"
+    previous.write_text("earlier good result")
+    code = main(["run", "moderate-overparam", "--out", str(tmp_path), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and fragment in err
+    assert previous.read_text() == "earlier good result"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["moderate-overparam.json"]
+
+
+def test_unknown_notebook(capsys):
+    assert main(["run", "no-such-paper", "--preset", "smoke"]) == 2
+    assert "no-such-paper" in capsys.readouterr().err
+
+
+def test_failed_execution_keeps_previous_result(tmp_path, monkeypatch, capsys):
+    """A notebook that raises exits 1 and leaves the earlier results alone."""
+    import paperlib.runner as runner
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("cell failed")
+
+    monkeypatch.setattr("papermill.execute_notebook", explode)
+    previous = tmp_path / "moderate-overparam.ipynb"
+    previous.write_text("earlier good notebook")
+    code = main(["run", "moderate-overparam", "--preset", "smoke", "--out", str(tmp_path)])
+    assert code == 1 and "failed to execute" in capsys.readouterr().err
+    assert previous.read_text() == "earlier good notebook"
+    assert runner.paper_name("moderate-overparam.md") == "moderate-overparam"

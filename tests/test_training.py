@@ -1,0 +1,216 @@
+"""GD / SGD on the shallow network and the batched phase-diagram trainer."""
+
+import numpy as np
+import pytest
+import torch
+
+from paperlib.models import output_weights, shallow_residual_and_gradient
+from paperlib.training import (PhaseCell, cell_problem, fit_cells, gd_shallow, is_diverged,
+                               phase_cells, sgd_shallow, success_rate_grid, train_full_batch)
+
+TOL = 2.5e-3
+
+
+def _easy_problem(n=10, d=8, k=40, seed=0):
+    return cell_problem(PhaseCell(n, k, d, 0), seed)
+
+
+# --------------------------------------------------------------------------- gd_shallow
+
+
+def test_gd_small_step_is_monotone_and_path_exceeds_distance():
+    X, y, W0, v = _easy_problem()
+    res = gd_shallow(X, y, W0, v, "softplus", lr=0.01, num_iters=200, log_every=1)
+    assert not res.diverged and res.converged is None
+    assert res.iterations == 200
+    assert list(res.logged_iters) == list(range(201))
+    assert np.all(np.diff(res.residual_norms) <= 1e-12)
+    assert res.residual_norms[-1] < 0.9 * res.residual_norms[0]
+    assert np.all(res.path_lengths >= res.distances - 1e-12)
+    assert res.distances[0] == 0 and res.path_lengths[0] == 0
+    # the logged residual is the residual of the returned weights
+    r, _ = shallow_residual_and_gradient(X, res.W, v, y, "softplus")
+    assert float(r.norm()) == pytest.approx(res.residual_norms[-1], rel=1e-12)
+    assert float(torch.linalg.vector_norm(res.W - W0)) == pytest.approx(res.distances[-1])
+
+
+def test_gd_path_length_accumulates_every_step_when_logging_sparsely():
+    X, y, W0, v = _easy_problem()
+    dense = gd_shallow(X, y, W0, v, "softplus", lr=0.05, num_iters=60, log_every=1)
+    sparse = gd_shallow(X, y, W0, v, "softplus", lr=0.05, num_iters=60, log_every=25)
+    assert list(sparse.logged_iters) == [0, 25, 50, 60]
+    assert np.allclose(sparse.path_lengths, dense.path_lengths[[0, 25, 50, 60]], rtol=1e-12)
+    assert np.allclose(sparse.residual_norms, dense.residual_norms[[0, 25, 50, 60]], rtol=1e-12)
+    # the path is the sum of the individual step lengths
+    W, steps = W0.clone(), []
+    for _ in range(60):
+        _, G = shallow_residual_and_gradient(X, W, v, y, "softplus")
+        steps.append(float((0.05 * G).norm()))
+        W = W - 0.05 * G
+    assert sparse.path_lengths[-1] == pytest.approx(sum(steps), rel=1e-12)
+
+
+def test_gd_divergence_guard_reports_instead_of_raising():
+    X, y, W0, v = _easy_problem()
+    res = gd_shallow(X, y, W0, v, "softplus", lr=1e3, num_iters=500)
+    assert res.diverged
+    assert res.diverged_at is not None and res.diverged_at < 500
+    assert res.iterations == res.diverged_at
+    assert res.logged_iters[-1] == res.diverged_at
+    assert not (res.relative_residuals[-1] <= 1e3)      # > 1e3 or non-finite
+
+
+def test_gd_stops_at_tolerance():
+    X, y, W0, v = _easy_problem(n=10, d=10, k=20)
+    res = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_iters=5000, tol=TOL, log_every=100)
+    assert res.converged and not res.diverged
+    assert res.final_relative_residual < TOL
+    assert res.iterations < 5000 and res.logged_iters[-1] == res.iterations
+    # one step earlier it was not yet below the tolerance
+    again = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_iters=res.iterations - 1)
+    assert again.final_relative_residual >= TOL
+
+
+def test_is_diverged():
+    assert is_diverged(float("nan")) and is_diverged(float("inf"))
+    assert is_diverged(2e3, 1.0) and not is_diverged(5e2, 1.0) and not is_diverged(2e3, 10.0)
+
+
+# --------------------------------------------------------------------------- sgd_shallow
+
+
+def test_sgd_decreases_the_loss_on_an_easy_problem():
+    X, y, W0, v = _easy_problem(n=10, d=10, k=50)
+    res = sgd_shallow(X, y, W0, v, "softplus", lr=0.15, num_steps=1500,
+                      generator=torch.Generator().manual_seed(0), log_every=100)
+    assert not res.diverged
+    assert list(res.logged_iters) == list(range(0, 1501, 100))
+    assert res.residual_norms[-1] < 0.3 * res.residual_norms[0]
+    assert np.all(res.path_lengths >= res.distances - 1e-12)
+    # the logged value is the FULL residual of the returned weights
+    r, _ = shallow_residual_and_gradient(X, res.W, v, y, "softplus")
+    assert float(r.norm()) == pytest.approx(res.residual_norms[-1], rel=1e-12)
+
+
+def test_sgd_step_is_the_single_sample_gradient():
+    X, y, W0, v = _easy_problem(n=6, d=3, k=4)
+    gen = torch.Generator().manual_seed(5)
+    i = int(torch.randint(6, (1,), generator=torch.Generator().manual_seed(5)))
+    res = sgd_shallow(X, y, W0, v, "relu", lr=0.3, num_steps=1, generator=gen)
+    _, G = shallow_residual_and_gradient(X[i:i + 1], W0, v, y[i:i + 1], "relu")
+    assert torch.allclose(res.W, W0 - 0.3 * G, atol=1e-14)
+    assert res.path_lengths[-1] == pytest.approx(float((0.3 * G).norm()), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- train_full_batch
+
+
+def test_train_full_batch_on_least_squares():
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(20, 5, generator=g, dtype=torch.float64)
+    b = torch.randn(20, generator=g, dtype=torch.float64)
+    w = torch.zeros(5, dtype=torch.float64, requires_grad=True)
+    res = train_full_batch([w], lambda: 0.5 * ((A @ w - b) ** 2).sum(), lr=0.01, num_steps=2000,
+                           log_every=100)
+    w_star = torch.linalg.lstsq(A, b.unsqueeze(1)).solution.squeeze(1)
+    assert torch.allclose(w.detach(), w_star, atol=1e-6)
+    assert not res.diverged and res.iterations == 2000
+    w2 = torch.zeros(5, dtype=torch.float64, requires_grad=True)
+    bad = train_full_batch([w2], lambda: 0.5 * ((A @ w2 - b) ** 2).sum(), lr=10.0, num_steps=500)
+    assert bad.diverged and bad.diverged_at < 500
+
+
+# --------------------------------------------------------------------------- fit_cells
+
+
+def test_cell_problem_is_independent_of_the_grid_and_well_formed():
+    cell = PhaseCell(12, 5, 4, 2)
+    X, y, W0, v = cell_problem(cell, seed=7)
+    X2, y2, W02, v2 = cell_problem(PhaseCell(12, 5, 4, 2), seed=7)
+    assert torch.equal(X, X2) and torch.equal(y, y2) and torch.equal(W0, W02)
+    assert torch.allclose(X.norm(dim=1), torch.ones(12, dtype=torch.float64))
+    assert torch.allclose(v, output_weights(5, float(y.norm()), 12))
+    X3, *_ = cell_problem(PhaseCell(12, 5, 4, 3), seed=7)
+    assert not torch.equal(X, X3)
+
+
+def test_padded_batched_training_equals_training_alone():
+    target = PhaseCell(12, 5, 3, 0)          # odd k: one zero in v
+    others = [PhaseCell(12, 9, 7, 0), PhaseCell(12, 2, 1, 1), PhaseCell(12, 16, 2, 0),
+              PhaseCell(7, 4, 4, 0)]
+    kw = dict(activation="softplus", lr=0.15, max_iters=400, tol=TOL, seed=3,
+              dtype=torch.float64, compact_every=50)
+    together = fit_cells(others[:2] + [target] + others[2:], **kw)
+    alone = fit_cells([target], **kw)
+    assert together.iterations[2] == alone.iterations[0]
+    assert together.rel_error[2] == pytest.approx(alone.rel_error[0], rel=1e-10)
+    # and against the independent single-network implementation
+    X, y, W0, v = cell_problem(target, seed=3)
+    ref = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_iters=400, tol=TOL)
+    assert ref.iterations == alone.iterations[0]
+    assert ref.final_relative_residual == pytest.approx(alone.rel_error[0], rel=1e-10)
+    assert bool(alone.success[0]) == bool(ref.converged)
+
+
+def test_padded_relu_cell_and_dead_points_match_a_direct_count():
+    cells = [PhaseCell(15, 3, 4, 0), PhaseCell(15, 8, 6, 0), PhaseCell(15, 1, 2, 0)]
+    kw = dict(activation="relu", lr=0.1, max_iters=300, tol=TOL, seed=1, dtype=torch.float64)
+    res = fit_cells(cells, **kw)
+    for i, cell in enumerate(cells):
+        X, y, W0, v = cell_problem(cell, seed=1)
+        ref = gd_shallow(X, y, W0, v, "relu", lr=0.1, num_iters=300, tol=TOL)
+        assert ref.iterations == res.iterations[i]
+        assert ref.final_relative_residual == pytest.approx(res.rel_error[i], rel=1e-9)
+        Z = X @ ref.W.T
+        dead = int(((Z[:, v != 0] <= 0).all(dim=1)).sum())
+        assert res.dead_points[i] == dead
+    assert res.dead_points[2] == 15          # k = 1: v = 0, every point is dead
+
+
+def test_fit_cells_is_deterministic_and_compaction_does_not_change_results():
+    cells = phase_cells([10], [1, 4, 8], [2, 6], trials=2)
+    kw = dict(activation="softplus", lr=0.15, max_iters=600, tol=TOL, seed=0)
+    a = fit_cells(cells, **kw)
+    b = fit_cells(cells, **kw)
+    for name in ("success", "rel_error", "iterations", "diverged", "dead_points"):
+        assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+    c = fit_cells(cells, compact_every=7, **kw)
+    assert np.array_equal(a.success, c.success) and np.array_equal(a.iterations, c.iterations)
+    assert np.allclose(a.rel_error, c.rel_error, rtol=1e-4)
+
+
+def test_overparameterized_cell_succeeds_and_underparameterized_cell_fails():
+    easy = PhaseCell(10, 20, 10, 0)          # kd = 200 = 20 n
+    hard = PhaseCell(20, 3, 5, 0)            # kd_eff = 10 < n = 20
+    for act, lr in (("softplus", 0.15), ("relu", 0.1)):
+        res = fit_cells([easy, hard], act, lr, max_iters=1500, tol=TOL, seed=0)
+        assert res.success.tolist() == [True, False], act
+        assert res.rel_error[0] < TOL and res.rel_error[1] > 0.1
+        assert res.iterations[0] < 1500 and res.iterations[1] == 1500
+        assert not res.diverged.any()
+
+
+def test_fit_cells_num_threads_is_restored():
+    before = torch.get_num_threads()
+    res = fit_cells([PhaseCell(6, 2, 2, 0)], "relu", 0.1, 20, TOL, seed=0, num_threads=1)
+    assert len(res) == 1 and torch.get_num_threads() == before
+
+
+def test_fit_cells_huge_step_is_a_failure_not_a_crash():
+    cells = [PhaseCell(10, 4, 3, 0), PhaseCell(10, 20, 10, 0)]
+    res = fit_cells(cells, "softplus", lr=1e4, max_iters=300, tol=TOL, seed=0, compact_every=50)
+    assert res.diverged.all() and not res.success.any()
+    assert (res.iterations < 300).all()
+
+
+def test_success_rate_grid_shapes_and_values():
+    cells = phase_cells([8], [1, 16], [1, 8], trials=2)
+    res = fit_cells(cells, "softplus", lr=0.15, max_iters=2500, tol=TOL, seed=0)
+    grid = success_rate_grid(res)
+    assert grid.widths.tolist() == [1, 16] and grid.input_dims.tolist() == [1, 8]
+    assert grid.success_rate.shape == (2, 2) and (grid.trials == 2).all()
+    assert grid.success_rate[0].tolist() == [0.0, 0.0]     # k = 1: v = 0, f = 0
+    assert grid.success_rate[1, 1] == 1.0                   # kd = 128 = 16 n
+    assert (grid.mean_dead_points == -1).all()              # only counted for ReLU
+    with pytest.raises(ValueError, match="num_samples"):
+        success_rate_grid(res, num_samples=9)
