@@ -29,11 +29,12 @@ book: install
 
 test: install
 	$(PY) -m paperlib nbval-prepare --out _build/nbval
-	$(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests _build/nbval
+	# one thread per worker: two 2-thread torch processes on 2 cores slow each other down many times over
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests _build/nbval
 	$(JB) build -W -n --keep-going --path-output _build/test-book .
 
 reference: install
-	$(PY) -m paperlib reference
+	OMP_NUM_THREADS=1 $(PY) -m paperlib reference
 
 benchmark: install
 	$(PY) benchmarks/phase_batched_vs_loop.py

@@ -58,8 +58,19 @@ def cmd_reference(args) -> int:
     for paper in args.notebooks or P.available_papers():
         notebook, ledger = run_notebook(paper, "smoke", {}, REFERENCE_DIR)
         Path(ledger).unlink()
+        strip_images(notebook)  # nbval never compares images; keep the committed reference small
         print(f"regenerated {notebook}")
     return 0
+
+
+def strip_images(notebook_file) -> None:
+    import nbformat
+    notebook = nbformat.read(notebook_file, as_version=4)
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            for mime in [m for m in output.get("data", {}) if m.startswith("image/")]:
+                del output["data"][mime]
+    nbformat.write(notebook, notebook_file)
 
 
 def cmd_nbval_prepare(args) -> int:
