@@ -30,20 +30,28 @@ def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = 
 
 
 def claims_status_markdown(ledgers: list[dict]) -> str:
-    """The claims status page's table: one row per claim of every chapter."""
+    """The claims status page's body: a summary, then one table per chapter."""
     if not ledgers:
         return "No chapter has been executed yet."
     total = {v: 0 for v in VERDICTS}
-    lines = ["| paper | claim | source | verdict | preset |", "|---|---|---|---|---|"]
+    sections = []
     for ledger in ledgers:
-        for claim in ledger["claims"]:
-            total[claim["verdict"]] += 1
-            link = f"[{ledger['paper']}](chapters/{ledger['paper']}.ipynb)"
-            lines.append(f"| {link} | `{claim['id']}` | {claim['source']} | "
-                         f"{VERDICT_MARK[claim['verdict']]} | `{ledger['preset']}` |")
-    summary = ", ".join(f"{n} {v}" for v, n in total.items() if n)
-    counts = sum(total.values())
-    return f"**{counts} claims** over {len(ledgers)} chapter(s): {summary}.\n\n" + "\n".join(lines)
+        counts = {v: sum(c["verdict"] == v for c in ledger["claims"]) for v in VERDICTS}
+        for verdict, count in counts.items():
+            total[verdict] += count
+        lines = [f"## [{ledger['paper']}](chapters/{ledger['paper']}.ipynb)", "",
+                 f"Preset `{ledger['preset']}`, seed {ledger['seed']}, {ledger['device']}, "
+                 f"run time {ledger['runtime_s']:.0f} s: " + _counts_text(counts) + ".", "",
+                 "| claim | source | verdict | preset |", "|---|---|---|---|"]
+        lines += [f"| `{c['id']}` | {c['source']} | {VERDICT_MARK[c['verdict']]} | `{ledger['preset']}` |"
+                  for c in ledger["claims"]]
+        sections.append("\n".join(lines))
+    head = f"**{sum(total.values())} claims** over {len(ledgers)} chapter(s): {_counts_text(total)}."
+    return head + "\n\n" + "\n\n".join(sections)
+
+
+def _counts_text(counts: dict) -> str:
+    return ", ".join(f"{n} {v}" for v, n in counts.items() if n)
 
 
 def write_claims_table(ledgers: list[dict]) -> Path:

@@ -270,8 +270,8 @@ class Ledger:
         return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
 
 
-VERDICT_MARK = {"reproduced": "✅ reproduced", "not reproduced": "❌ not reproduced",
-                "assumption not met": "⚠️ assumption not met", "inconclusive": "❔ inconclusive"}
+VERDICT_MARK = {"reproduced": "reproduced", "not reproduced": "**not reproduced**",
+                "assumption not met": "*assumption not met*", "inconclusive": "*inconclusive*"}
 
 
 def claims_table_markdown(claims: list[dict], extra_columns: dict | None = None) -> str:

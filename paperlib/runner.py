@@ -56,7 +56,12 @@ def run_notebook(paper: str, preset: str = "default", overrides: dict | None = N
 
     overrides = dict(overrides or {})
     name = paper_name(paper)
-    parameters = planned_parameters(name, preset, overrides)
+    planned = planned_parameters(name, preset, overrides)
+    # inject only what differs from the notebook's own (default) values, so the executed
+    # notebook shows the preset's changes; the notebook validates and resolves the rest
+    defaults = P.load_preset(name, "default")
+    parameters = {key: value for key, value in planned.items() if value != defaults.get(key)}
+    parameters["preset"] = preset
     if overrides:  # lets the notebook keep an override that equals the default preset's value
         parameters["explicit_parameters"] = sorted(overrides)
     out_dir = Path(out_dir)
