@@ -38,6 +38,7 @@ reference: install
 
 benchmark: install
 	$(PY) benchmarks/phase_batched_vs_loop.py
+	$(PY) benchmarks/jacobian_topk.py
 
 clean:
 	rm -rf _build book/chapters book/generated runs

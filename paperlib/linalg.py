@@ -129,3 +129,10 @@ def jacobian_difference_norm(X, W_a, W_b, v, activation: str | Activation) -> fl
     difference = (shallow_jacobian_gram(X, W_a, v, activation) - cross - cross.transpose(-1, -2)
                   + shallow_jacobian_gram(X, W_b, v, activation))
     return math.sqrt(max(max_eigenvalue(difference), 0.0))
+
+
+def symmetric_norm(S) -> float:
+    """Spectral norm of a symmetric matrix, max |eigenvalue|, from ``eigvalsh``
+    (several times faster than the SVD behind ``matrix_norm(ord=2)``)."""
+    values = symmetric_eigenvalues(S)
+    return float(values.abs().max())

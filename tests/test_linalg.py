@@ -195,3 +195,11 @@ def test_jacobian_difference_norm_matches_explicit_jacobians():
     for name in ("softplus", "relu"):
         explicit = torch.linalg.matrix_norm(shallow_jacobian(X, W_a, v, name) - shallow_jacobian(X, W_b, v, name), ord=2)
         assert jacobian_difference_norm(X, W_a, W_b, v, name) == pytest.approx(float(explicit), rel=1e-7)
+
+
+def test_symmetric_norm_matches_svd_norm():
+    from paperlib.linalg import symmetric_norm
+    gen = torch.Generator().manual_seed(3)
+    A = torch.randn(12, 12, generator=gen, dtype=torch.float64)
+    S = A + A.T - 5 * torch.eye(12, dtype=torch.float64)  # indefinite: the largest |eigenvalue| may be negative
+    assert symmetric_norm(S) == pytest.approx(float(torch.linalg.matrix_norm(S, ord=2)), rel=1e-12)

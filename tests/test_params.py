@@ -7,12 +7,13 @@ from paperlib import params as P
 PAPER = "moderate-overparam"
 
 
-def test_presets_are_valid_and_complete():
-    schema = P.load_schema(PAPER)
+@pytest.mark.parametrize("paper", P.available_papers())
+def test_presets_are_valid_and_complete(paper):
+    schema = P.load_schema(paper)
     for preset in P.PRESETS:
-        values = P.load_preset(PAPER, preset)
+        values = P.load_preset(paper, preset)
         assert set(values) == set(schema), preset
-        assert P.validate(PAPER, values)["preset"] == preset
+        assert P.validate(paper, values)["preset"] == preset
 
 
 def test_unknown_preset_names_it():
@@ -72,12 +73,13 @@ def test_resolve_rejects_bad_value_and_preset():
         P.resolve(PAPER, dict(P.load_preset(PAPER, "default"), preset="fast"))
 
 
-def test_notebook_parameters_cell_equals_default_preset():
+@pytest.mark.parametrize("paper", P.available_papers())
+def test_notebook_parameters_cell_equals_default_preset(paper):
     import jupytext
-    notebook = jupytext.read(P.NOTEBOOK_DIR / f"{PAPER}.md")
+    notebook = jupytext.read(P.NOTEBOOK_DIR / f"{paper}.md")
     cells = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(cells) == 1, "exactly one cell must be tagged 'parameters'"
     namespace = {}
     exec(cells[0].source, namespace)
     namespace = {k: v for k, v in namespace.items() if not k.startswith("__")}
-    assert namespace == P.load_preset(PAPER, "default")
+    assert namespace == P.load_preset(paper, "default")
