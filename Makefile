@@ -38,6 +38,7 @@ reference: install
 
 benchmark: install
 	$(PY) benchmarks/phase_batched_vs_loop.py
+	$(PY) benchmarks/khatri_rao_gram.py
 	$(PY) benchmarks/jacobian_topk.py
 
 clean:
