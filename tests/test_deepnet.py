@@ -176,3 +176,19 @@ def test_train_sgd_rejects_bad_arguments(tiny_split):
         _train(tiny_split, epochs=1, loss="mse")
     with pytest.raises(ValueError):
         _train(tiny_split, epochs=1, lr=-1.0)
+
+
+def test_mnist1d_split_offline_and_deterministic():
+    from paperlib.deepnet import load_split
+    first = load_split("mnist1d", 60, 40, seed=3)
+    second = load_split("mnist1d", 60, 40, seed=3)
+    assert first.X_train.shape == (60, 1, 40, 1) and first.X_test.shape == (40, 1, 40, 1)
+    assert torch.equal(first.X_train, second.X_train) and torch.equal(first.y_test, second.y_test)
+    assert set(first.y_train.tolist()) <= set(range(10))
+    state = np.random.get_state()[1].copy()
+    load_split("mnist1d", 20, 10, seed=4)
+    assert np.array_equal(np.random.get_state()[1], state)  # global numpy state untouched
+    model = ResNetNoBN(10, (4, 8), 1, 0.1, generator=torch.Generator().manual_seed(0))
+    assert model(first.X_train[:5]).shape == (5, 10)
+    with pytest.raises(ValueError, match="dataset"):
+        load_split("cifar10", 10, 10, seed=0)
