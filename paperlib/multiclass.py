@@ -48,8 +48,7 @@ import torch
 from paperlib.data import CORRUPTION_MODES
 from paperlib.linalg import max_eigenvalue
 from paperlib.models import resolve_activation
-from paperlib.training import (DIVERGENCE_THRESHOLD, _check_log_every, _History, _prepare,
-                               _progress, is_diverged)
+from paperlib.training import DIVERGENCE_THRESHOLD, _check_log_every, _prepare, full_batch_descent
 
 __all__ = [
     "rademacher_output_layer",
@@ -304,60 +303,34 @@ def gd_multiclass(X, Y, W0, V, act, lr: float, num_iters: int, log_every: int = 
                          f"got {tuple(Y.shape)}")
     X_test = None if X_test is None else _prepare([X_test], dtype, X.device)[0]
     keep = {int(t) for t in record_weights_at}
-    W = W0.clone()
-    label_norm = float(torch.linalg.vector_norm(Y))
-    history = _History(W0)
     residuals, test_outputs, weights = [], [], {}
-    path = torch.zeros((), dtype=dtype, device=W.device)
 
-    def log(tau, R):
-        if tau == history.last:
-            return
-        history.log(tau, float(torch.linalg.vector_norm(R)), W, path)
+    def residual_and_gradient(W):
+        Z = X @ W.T
+        R = act.phi(Z) @ V.T - Y                                     # (n, K)
+        gradient = (act.dphi(Z) * (R @ V)).T @ X                     # (6.29)
+        return float(torch.linalg.vector_norm(R)), gradient, R
+
+    def on_log(tau, W, R):
         residuals.append(stack_outputs(R).cpu().numpy())
         if X_test is not None:
             test_outputs.append(multiclass_forward(X_test, W, V, act).cpu().numpy())
 
-    bar = _progress(num_iters, progress, "GD (multiclass)")
-    converged = False if tol is not None else None
-    diverged_at = None
-    tau = 0
-    try:
-        while True:
-            if tau in keep:
-                weights[tau] = W.clone()
-            Z = X @ W.T
-            R = act.phi(Z) @ V.T - Y                                 # (n, K)
-            rnorm = float(torch.linalg.vector_norm(R))
-            if is_diverged(rnorm, label_norm, divergence_threshold):
-                diverged_at = tau
-                log(tau, R)
-                break
-            if tol is not None and rnorm < tol * label_norm:
-                converged = True
-                log(tau, R)
-                break
-            if tau % log_every == 0 or tau == num_iters:
-                log(tau, R)
-            if tau == num_iters:
-                break
-            step = (act.dphi(Z) * (R @ V)).T @ X                     # gradient (6.29)
-            step.mul_(lr)
-            path += torch.linalg.vector_norm(step)
-            W.sub_(step)
-            tau += 1
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-    base = history.result(W, label_norm, tau, diverged_at, converged)
+    def before_step(tau, W):
+        if tau in keep:
+            weights[tau] = W.clone()
+
+    base = full_batch_descent(W0, residual_and_gradient, lr, num_iters, float(torch.linalg.vector_norm(Y)),
+                              log_every=log_every, tol=tol, progress=progress,
+                              divergence_threshold=divergence_threshold, on_log=on_log,
+                              before_step=before_step, desc="GD (multiclass)")
     return MulticlassGDResult(
         residuals=np.stack(residuals), residual_norms=base.residual_norms,
         logged_iters=base.logged_iters, distances=base.distances,
-        path_lengths=base.path_lengths, W=W, label_norm=label_norm, iterations=tau,
-        weights=weights, test_outputs=np.stack(test_outputs) if test_outputs else None,
-        diverged=base.diverged, diverged_at=diverged_at, converged=converged)
+        path_lengths=base.path_lengths, W=base.W, label_norm=base.label_norm,
+        iterations=base.iterations, weights=weights,
+        test_outputs=np.stack(test_outputs) if test_outputs else None,
+        diverged=base.diverged, diverged_at=base.diverged_at, converged=base.converged)
 
 
 # --------------------------------------------------------------------------- spectra

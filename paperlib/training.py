@@ -105,14 +105,16 @@ class _History:
         self.norms, self.iters, self.dists, self.paths = [], [], [], []
         self.last = -1
 
-    def log(self, tau: int, rnorm: float, W: torch.Tensor, path: torch.Tensor):
+    def log(self, tau: int, rnorm: float, W: torch.Tensor, path: torch.Tensor) -> bool:
+        """Log iterate ``tau`` once; returns whether it was new."""
         if tau == self.last:
-            return
+            return False
         self.last = tau
         self.norms.append(rnorm)
         self.iters.append(tau)
         self.dists.append(float(torch.linalg.vector_norm(W - self.W0)))
         self.paths.append(float(path))
+        return True
 
     def result(self, W, label_norm, iterations, diverged_at, converged) -> GDResult:
         return GDResult(
@@ -140,43 +142,49 @@ def _check_log_every(log_every):
         raise ValueError(f"log_every must be a positive integer, got {log_every!r}")
 
 
-def gd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tensor, act,
-               lr: float, num_iters: int, log_every: int = 1, tol: Optional[float] = None,
-               progress: bool = False, dtype=torch.float64, device=None,
-               divergence_threshold: float = DIVERGENCE_THRESHOLD) -> GDResult:
-    r"""Full-batch GD :math:`\mathbf W_{\tau+1} = \mathbf W_\tau - \eta\nabla\mathcal L(\mathbf W_\tau)`
-    on the sum loss (2.1), at most ``num_iters`` updates.
+def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: float, num_iters: int,
+                       label_norm: float, log_every: int = 1, tol: Optional[float] = None,
+                       progress: bool = False, divergence_threshold: float = DIVERGENCE_THRESHOLD,
+                       on_log: Optional[Callable] = None, before_step: Optional[Callable] = None,
+                       desc: str = "GD") -> GDResult:
+    r"""The loop shared by the full-batch GD trainers: :math:`W_{\tau+1} = W_\tau - \eta G(W_\tau)`.
 
-    Stops early when :math:`\|\mathbf r_\tau\|/\|\mathbf y\| <` ``tol`` (``converged=True``), or when
-    the residual is non-finite or its relative size exceeds ``divergence_threshold``
-    (``diverged=True``, ``diverged_at=τ``). Runs in ``dtype`` (float64 by default) on
-    ``device`` (default: ``X``'s device). ``W0`` is not modified.
+    ``residual_and_gradient(W)`` returns ``(residual_norm, gradient, residual)``. The run stops
+    early when ``residual_norm / label_norm < tol`` (``converged=True``), or when the residual is
+    non-finite or its relative size exceeds ``divergence_threshold`` (``diverged=True``,
+    ``diverged_at=τ``), and otherwise after ``num_iters`` updates. Every ``log_every`` iterations
+    and at the last one the norm, distance and path length are logged and
+    ``on_log(tau, W, residual)`` is called; ``before_step(tau, W)`` is called at every iterate.
+    ``W0`` is not modified.
     """
     _check_log_every(log_every)
-    act = resolve_activation(act)
-    X, y, W0, v = _prepare([X, y, W0, v], dtype, device)
     W = W0.clone()
-    label_norm = float(torch.linalg.vector_norm(y))
     history = _History(W0)
-    path = torch.zeros((), dtype=dtype, device=W.device)
-    bar = _progress(num_iters, progress, "GD")
+    path = torch.zeros((), dtype=W.dtype, device=W.device)
+    bar = _progress(num_iters, progress, desc)
     converged = False if tol is not None else None
     diverged_at = None
     tau = 0
+
+    def log(rnorm, residual):
+        if history.log(tau, rnorm, W, path) and on_log is not None:
+            on_log(tau, W, residual)
+
     try:
         while True:
-            r, G = shallow_residual_and_gradient(X, W, v, y, act)
-            rnorm = float(torch.linalg.vector_norm(r))
+            if before_step is not None:
+                before_step(tau, W)
+            rnorm, G, residual = residual_and_gradient(W)
             if is_diverged(rnorm, label_norm, divergence_threshold):
                 diverged_at = tau
-                history.log(tau, rnorm, W, path)
+                log(rnorm, residual)
                 break
             if tol is not None and rnorm < tol * label_norm:
                 converged = True
-                history.log(tau, rnorm, W, path)
+                log(rnorm, residual)
                 break
             if tau % log_every == 0 or tau == num_iters:
-                history.log(tau, rnorm, W, path)
+                log(rnorm, residual)
             if tau == num_iters:
                 break
             G.mul_(lr)
@@ -189,6 +197,27 @@ def gd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tens
         if bar is not None:
             bar.close()
     return history.result(W, label_norm, tau, diverged_at, converged)
+
+
+def gd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tensor, act,
+               lr: float, num_iters: int, log_every: int = 1, tol: Optional[float] = None,
+               progress: bool = False, dtype=torch.float64, device=None,
+               divergence_threshold: float = DIVERGENCE_THRESHOLD) -> GDResult:
+    r"""Full-batch GD :math:`\mathbf W_{\tau+1} = \mathbf W_\tau - \eta\nabla\mathcal L(\mathbf W_\tau)`
+    on the sum loss (2.1), at most ``num_iters`` updates, with the stopping rules and the
+    divergence guard of :func:`full_batch_descent`. Runs in ``dtype`` (float64 by default) on
+    ``device`` (default: ``X``'s device). ``W0`` is not modified.
+    """
+    act = resolve_activation(act)
+    X, y, W0, v = _prepare([X, y, W0, v], dtype, device)
+
+    def residual_and_gradient(W):
+        r, G = shallow_residual_and_gradient(X, W, v, y, act)
+        return float(torch.linalg.vector_norm(r)), G, r
+
+    return full_batch_descent(W0, residual_and_gradient, lr, num_iters, float(torch.linalg.vector_norm(y)),
+                              log_every=log_every, tol=tol, progress=progress,
+                              divergence_threshold=divergence_threshold)
 
 
 def sgd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tensor, act,
