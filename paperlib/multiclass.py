@@ -48,7 +48,7 @@ import torch
 from paperlib.data import CORRUPTION_MODES
 from paperlib.linalg import max_eigenvalue
 from paperlib.models import resolve_activation
-from paperlib.training import DIVERGENCE_THRESHOLD, _check_log_every, _prepare, full_batch_descent
+from paperlib.training import DIVERGENCE_THRESHOLD, GDResult, _check_log_every, _prepare, full_batch_descent
 
 __all__ = [
     "rademacher_output_layer",
@@ -235,7 +235,7 @@ def classification_error(outputs_nk, labels) -> float:
 
 
 @dataclass
-class MulticlassGDResult:
+class MulticlassGDResult(GDResult):
     r"""History of one full-batch GD run of the multiclass network (:func:`gd_multiclass`).
 
     Arrays are indexed by ``logged_iters`` (which include :math:`\tau = 0` and the last iterate).
@@ -250,24 +250,9 @@ class MulticlassGDResult:
       :class:`paperlib.training.GDResult`; ``converged`` is ``None`` when no ``tol`` was given.
     """
 
-    residuals: np.ndarray
-    residual_norms: np.ndarray
-    logged_iters: np.ndarray
-    distances: np.ndarray
-    path_lengths: np.ndarray
-    W: torch.Tensor
-    label_norm: float
-    iterations: int
+    residuals: Optional[np.ndarray] = None   # (L, nK), always set by gd_multiclass
     weights: dict = field(default_factory=dict)
     test_outputs: Optional[np.ndarray] = None
-    diverged: bool = False
-    diverged_at: Optional[int] = None
-    converged: Optional[bool] = None
-
-    @property
-    def relative_residuals(self) -> np.ndarray:
-        r""":math:`\|r_\tau\|/\|y\|` at the logged iterations."""
-        return self.residual_norms / self.label_norm
 
     def outputs(self, Y) -> np.ndarray:
         """Training outputs ``(L, n, K)`` at the logged iterations, :math:`F = R + Y`."""
@@ -324,13 +309,8 @@ def gd_multiclass(X, Y, W0, V, act, lr: float, num_iters: int, log_every: int = 
                               log_every=log_every, tol=tol, progress=progress,
                               divergence_threshold=divergence_threshold, on_log=on_log,
                               before_step=before_step, desc="GD (multiclass)")
-    return MulticlassGDResult(
-        residuals=np.stack(residuals), residual_norms=base.residual_norms,
-        logged_iters=base.logged_iters, distances=base.distances,
-        path_lengths=base.path_lengths, W=base.W, label_norm=base.label_norm,
-        iterations=base.iterations, weights=weights,
-        test_outputs=np.stack(test_outputs) if test_outputs else None,
-        diverged=base.diverged, diverged_at=base.diverged_at, converged=base.converged)
+    return MulticlassGDResult(**vars(base), residuals=np.stack(residuals), weights=weights,
+                              test_outputs=np.stack(test_outputs) if test_outputs else None)
 
 
 # --------------------------------------------------------------------------- spectra
