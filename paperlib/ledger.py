@@ -22,7 +22,6 @@ import math
 import os
 import platform
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
