@@ -40,6 +40,7 @@ benchmark: install
 	$(PY) benchmarks/phase_batched_vs_loop.py
 	$(PY) benchmarks/khatri_rao_gram.py
 	$(PY) benchmarks/jacobian_topk.py
+	$(PY) benchmarks/hiernet_grid_and_entk.py
 
 clean:
 	rm -rf _build book/chapters book/generated runs
