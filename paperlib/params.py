@@ -5,7 +5,10 @@ holding
 
 - ``schema.yaml``: for every parameter its type and constraints, e.g.
   ``phase_widths: {type: list[int], min: 1, help: ...}``;
-- ``smoke.yaml``, ``default.yaml``, ``full.yaml``: papermill parameter files.
+- ``smoke.yaml``, ``default.yaml``, ``full.yaml``: papermill parameter files;
+- optionally ``relations.yaml``: constraints between parameters, each a Python
+  expression over the parameter names and the message to show when it fails,
+  e.g. ``- {check: "input_dim == 2 * num_outputs", message: "..."}``.
 
 The notebook's ``parameters`` cell holds the ``default`` values (a test checks
 that they equal ``default.yaml``).  The cell after it calls :func:`resolve`,
@@ -58,6 +61,26 @@ def load_preset(paper: str, preset: str) -> dict:
     if preset not in PRESETS:
         raise ParameterError(f"preset must be one of {list(PRESETS)}, got {preset!r}")
     return _read_yaml(PRESET_DIR / paper / f"{preset}.yaml")
+
+
+def load_relations(paper: str) -> list:
+    """The cross-parameter constraints of ``paper`` (an empty list when there are none)."""
+    path = PRESET_DIR / paper / "relations.yaml"
+    return (_read_yaml(path) or []) if path.exists() else []
+
+
+def check_relations(paper: str, values: dict) -> None:
+    """Raise :class:`ParameterError` with the relation's message when one fails.
+
+    A relation whose parameters are not all in ``values`` is skipped (partial
+    validation); the expressions come from the repository's own files."""
+    for relation in load_relations(paper):
+        try:
+            holds = eval(relation["check"], {"__builtins__": {"all": all, "any": any, "len": len}}, dict(values))
+        except NameError:
+            continue
+        if not holds:
+            raise ParameterError(relation["message"] + f" (check: {relation['check']})")
 
 
 def preset_path(paper: str, preset: str) -> Path:
@@ -127,6 +150,7 @@ def validate(paper: str, values: dict, allow_missing: bool = False) -> dict:
     checked = {name: check_value(name, values[name], schema[name]) for name in values}
     if "preset" in checked:
         load_preset(paper, checked["preset"])
+    check_relations(paper, checked)
     return checked
 
 
@@ -172,5 +196,6 @@ def resolve(paper: str, namespace: dict) -> Params:
         keep_given = name in explicit or given != defaults[name]
         values[name] = given if keep_given else chosen[name]
     values["preset"] = preset
+    check_relations(paper, values)
     overrides = {name: value for name, value in values.items() if value != chosen[name]}
     return Params(paper=paper, values=values, overrides=overrides)

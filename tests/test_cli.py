@@ -58,3 +58,14 @@ def test_failed_execution_keeps_previous_result(tmp_path, monkeypatch, capsys):
     assert code == 1 and "failed to execute" in capsys.readouterr().err
     assert previous.read_text() == "earlier good notebook"
     assert runner.paper_name("moderate-overparam.md") == "moderate-overparam"
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["-p", "input_dim", "20"], "input_dim"),
+    (["-p", "fig4_widths", "[201]"], "fig4_widths"),
+    (["-p", "target", "shifted"], "target"),
+])
+def test_cross_parameter_relations_stop_the_run(tmp_path, capsys, args, fragment):
+    code = main(["run", "resnet-beyond-kernels", "--preset", "smoke", "--out", str(tmp_path), *args])
+    assert code == 2 and fragment in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

@@ -83,3 +83,9 @@ def test_notebook_parameters_cell_equals_default_preset(paper):
     exec(cells[0].source, namespace)
     namespace = {k: v for k, v in namespace.items() if not k.startswith("__")}
     assert namespace == P.load_preset(paper, "default")
+
+
+def test_relations_are_checked_by_resolve():
+    namespace = dict(P.load_preset("resnet-beyond-kernels", "default"), input_dim=20)
+    with pytest.raises(P.ParameterError, match="input_dim"):
+        P.resolve("resnet-beyond-kernels", namespace)
