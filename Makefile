@@ -41,6 +41,7 @@ benchmark: install
 	$(PY) benchmarks/khatri_rao_gram.py
 	$(PY) benchmarks/jacobian_topk.py
 	$(PY) benchmarks/hiernet_grid_and_entk.py
+	$(PY) benchmarks/mask_recursion_ntk.py
 
 clean:
 	rm -rf _build book/chapters book/generated runs
