@@ -42,6 +42,7 @@ benchmark: install
 	$(PY) benchmarks/jacobian_topk.py
 	$(PY) benchmarks/hiernet_grid_and_entk.py
 	$(PY) benchmarks/mask_recursion_ntk.py
+	$(PY) benchmarks/distance_stats.py
 
 clean:
 	rm -rf _build book/chapters book/generated runs
