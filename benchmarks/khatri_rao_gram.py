@@ -6,7 +6,6 @@ Prints the time of each, their ratio and the relative difference of the two Gram
 Run: .venv/bin/python benchmarks/khatri_rao_gram.py
 """
 
-import time
 
 import torch
 
@@ -14,6 +13,7 @@ from paperlib import data, multiclass
 from paperlib.activations import get_activation
 from paperlib.models import initial_weights
 from paperlib.seeding import generator
+from timing import best_of
 
 
 def jacrev_gram(X, W, V, act):
@@ -22,15 +22,6 @@ def jacrev_gram(X, W, V, act):
         return multiclass.stack_outputs(multiclass.multiclass_forward(X, weights, V, act))
     J = torch.func.jacrev(outputs)(W).reshape(X.shape[0] * V.shape[0], -1)
     return J @ J.T
-
-
-def best_of(fn, repeats=3):
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
 
 
 def main():

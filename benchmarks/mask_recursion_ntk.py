@@ -7,22 +7,13 @@ Prints times, ratios and agreement.  Run: .venv/bin/python benchmarks/mask_recur
 """
 
 import math
-import time
 
 import torch
 from torch.func import jacrev, vmap
 
 from paperlib import deepfc as df
 from paperlib.seeding import generator
-
-
-def best_of(fn, repeats=3):
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
+from timing import best_of
 
 
 def main(depth=12, width=64, num_inputs=256, d_in=20, d_out=20):
