@@ -220,7 +220,7 @@ def corrupt_labels(labels, fraction: float, num_classes: int, mode: str,
     return new, selected
 
 
-def _random_orthonormal(rows: int, cols: int, generator: torch.Generator, dtype) -> torch.Tensor:
+def random_orthonormal(rows: int, cols: int, generator: torch.Generator, dtype=torch.float64) -> torch.Tensor:
     """Haar-distributed ``rows x cols`` orthonormal columns (QR of a Gaussian, signs fixed)."""
     Q, R = torch.linalg.qr(torch.randn(rows, cols, generator=generator, dtype=dtype))
     signs = torch.sign(torch.diagonal(R))
@@ -350,8 +350,8 @@ def low_rank_linear_model(num_samples: int, input_dim: int, rank: int, sigma_x: 
         if not value >= 0 or not _math.isfinite(value):
             raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
     n, d = num_samples, input_dim
-    U = _random_orthonormal(n, rank, generator, dtype)
-    V = _random_orthonormal(d, rank, generator, dtype)
+    U = random_orthonormal(n, rank, generator, dtype)
+    V = random_orthonormal(d, rank, generator, dtype)
     c = torch.randn(rank, generator=generator, dtype=dtype)
     X_bar = U @ V.T
     w_star = V @ c

@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from torch.func import functional_call, jvp, vjp  # noqa: F401
+from torch.func import jvp, vjp
 
 
 # ------------------------------------------------------------------ parameters
@@ -198,13 +198,20 @@ def backward_jacobians(layers: list, X: torch.Tensor, slope: float = 0.0) -> lis
     return B
 
 
+def ntk_trace_parts(layers: list, X: torch.Tensor, slope: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The weights' and the biases' parts of :math:`\mathrm{Tr}\,\Theta(x,x)` per input, from one pass:
+    :math:`\sum_\ell\|\alpha_{\ell-1}(x)\|^2\|B_\ell(x)\|_F^2` and :math:`\sum_\ell\|B_\ell(x)\|_F^2`."""
+    _, act = masks(layers, X, slope)
+    B = backward_jacobians(layers, X, slope)
+    squares = [(b ** 2).sum((-2, -1)) for b in B]
+    return sum((a ** 2).sum(-1) * s for a, s in zip(act, squares)), sum(squares)
+
+
 def ntk_trace(layers: list, X: torch.Tensor, slope: float = 0.0, biases: bool = True) -> torch.Tensor:
     r""":math:`\mathrm{Tr}\,\Theta(x,x)=\sum_\ell(\|\alpha_{\ell-1}(x)\|^2+1)\|B_\ell(x)\|_F^2` per input
     (without the +1 when ``biases`` is False: the weights-only trace of Theorem 7)."""
-    _, act = masks(layers, X, slope)
-    B = backward_jacobians(layers, X, slope)
-    extra = 1.0 if biases else 0.0
-    return sum(((a ** 2).sum(-1) + extra) * (b ** 2).sum((-2, -1)) for a, b in zip(act, B))
+    weights, bias_part = ntk_trace_parts(layers, X, slope)
+    return weights + bias_part if biases else weights
 
 
 def ntk_top_eigenvalue(layers: list, X: torch.Tensor, slope: float = 0.0, iters: int = 30,

@@ -37,7 +37,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from torch.func import functional_call, jacrev, vmap  # noqa: F401  (functional_call documents the layout)
+from torch.func import jacrev, vmap
 
 ARCHS = ("3resnet", "3layer", "2layer", "parity2")
 OUTPUT_LAYER = {"3resnet": ("A",), "3layer": ("A",), "2layer": ("A",), "parity2": ("a",)}

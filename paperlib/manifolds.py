@@ -21,6 +21,8 @@ from fractions import Fraction
 import numpy as np
 import torch
 
+from .kernels import relu_feature_covariance
+
 GENERATORS = ("sin", "cos", "exp", "log", "mix")
 _MAPS = {
     "sin": torch.sin,
@@ -87,9 +89,8 @@ def with_bias(X: torch.Tensor) -> torch.Tensor:
 
 def relu_kernel(eta):
     r""":math:`\kappa(\eta)=(\sqrt{1-\eta^2}+(\pi-\arccos\eta)\eta)/(2\pi)=D\,\mathbb E[\sigma(c^Tx)\sigma(c^Ty)]`
-    for unit x, y and c ~ N(0, I/D) (Lemma 21)."""
-    eta = torch.as_tensor(eta, dtype=torch.float64).clamp(-1, 1)
-    return (torch.sqrt(1 - eta ** 2) + (math.pi - torch.arccos(eta)) * eta) / (2 * math.pi)
+    for unit x, y and c ~ N(0, I/D) (Lemma 21): the ReLU feature covariance of :mod:`paperlib.kernels`."""
+    return relu_feature_covariance(eta)
 
 
 def relu_kernel_gram(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from . import deepfc
+from .data import random_orthonormal
 
 # ------------------------------------------------------------------ linear networks (§3, C1)
 
@@ -35,16 +36,11 @@ def linear_expansion(singular: np.ndarray, depth: int) -> dict:
             "three_terms": float(depth * len(logs) + 2 * logs.sum() + 2 * (logs ** 2).sum() / depth)}
 
 
-def random_orthogonal(n: int, generator: torch.Generator) -> torch.Tensor:
-    Q, R = torch.linalg.qr(torch.randn(n, n, generator=generator, dtype=torch.float64))
-    return Q * torch.sign(torch.diagonal(R))
-
-
 def matrix_with_singular_values(rows: int, cols: int, singular, generator: torch.Generator) -> torch.Tensor:
     """U diag(s) V^T with Haar-random U, V."""
     s = torch.as_tensor(singular, dtype=torch.float64)
-    U = random_orthogonal(rows, generator)[:, :len(s)]
-    V = random_orthogonal(cols, generator)[:, :len(s)]
+    U = random_orthonormal(rows, rows, generator)[:, :len(s)]
+    V = random_orthonormal(cols, cols, generator)[:, :len(s)]
     return U * s @ V.T
 
 
@@ -54,7 +50,7 @@ def min_norm_factorization(A: torch.Tensor, depth: int, generator: torch.Generat
     U, s, Vh = torch.linalg.svd(A.double(), full_matrices=False)
     r = int((s > s[0] * 1e-12).sum())
     U, s, V = U[:, :r], s[:r], Vh[:r].T
-    frames = [V] + [random_orthogonal(r, generator) for _ in range(depth - 1)] + [U]
+    frames = [V] + [random_orthonormal(r, r, generator) for _ in range(depth - 1)] + [U]
     root = s ** (1.0 / depth)
     return [frames[l + 1] * root @ frames[l].T for l in range(depth)]
 
@@ -100,11 +96,12 @@ class JacobianBounds:
     resolved: dict  # k -> whether s_k(Jf(x)) >= 1e-8 s_1 at every x (else float64 cannot resolve log|Jf|_{+,k})
 
 
-def jacobian_bounds(layers: list, X: torch.Tensor, ks, slope: float = 0.0) -> JacobianBounds:
-    """Evaluate Theorem 3's per-parameter inequality and the Horn form of Theorem 6 (spec D4)."""
+def jacobian_bounds(layers: list, X: torch.Tensor, ks, slope: float = 0.0, jacobian=None) -> JacobianBounds:
+    """Evaluate Theorem 3's per-parameter inequality and the Horn form of Theorem 6 (spec D4).
+    ``jacobian`` may pass Jf(X) when it is already computed."""
     L = len(layers)
     norm = float(deepfc.weight_norm(layers))
-    J = deepfc.jacobian(layers, X, slope)
+    J = deepfc.jacobian(layers, X, slope) if jacobian is None else jacobian
     s = torch.linalg.svdvals(J)  # (N, min(d_out, d_in))
     # singular values below 1e-8 s_1 are float64 noise of a product of L matrices (the true ones can be
     # 1e-30); s^(2/L) would inflate them, so the Schatten form is evaluated on the resolved ones
@@ -137,16 +134,20 @@ def prop9_ratio(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tens
     return Q / (L * s1 ** (2 - 2 / L))
 
 
-def theorem7_bound(layers: list, X: torch.Tensor, k: int, slope: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def theorem7_bound(layers: list, X: torch.Tensor, k: int, slope: float = 0.0, jacobian=None,
+                   weight_trace=None) -> tuple[np.ndarray, np.ndarray]:
     r"""Theorem 7 per input: measured :math:`\sum_\ell\|\alpha_{\ell-1}(x)\|^2` against the bound
     :math:`\frac{c\max\{1,e^{c_1/k}\}}{k|Jf(x)|_{+,k}^{2/k}}L` with :math:`c=\mathrm{Tr}\,\Theta_W(x,x)/L` (weights only)
-    and :math:`c_1=\sum\|W\|^2-kL`."""
+    and :math:`c_1=\sum\|W\|^2-kL`. ``jacobian`` and ``weight_trace`` may pass Jf(X) and the weights-only
+    NTK trace when they are already computed."""
     L = len(layers)
     _, act = deepfc.masks(layers, X, slope)
     measured = sum((a ** 2).sum(-1) for a in act)
-    c = deepfc.ntk_trace(layers, X, slope, biases=False) / L
+    if weight_trace is None:
+        weight_trace = deepfc.ntk_trace(layers, X, slope, biases=False)
+    c = weight_trace / L
     c1 = float(deepfc.weight_norm(layers)) - k * L
-    pdet = torch.exp(log_pdet(deepfc.jacobian(layers, X, slope), k))
+    pdet = torch.exp(log_pdet(deepfc.jacobian(layers, X, slope) if jacobian is None else jacobian, k))
     bound = c * max(1.0, math.exp(c1 / k)) / (k * pdet ** (2.0 / k)) * L
     return measured.numpy(), bound.numpy()
 
@@ -161,14 +162,10 @@ def corollary8_bound(layers: list, X: torch.Tensor, k: int, p: float = 0.5, slop
     return math.sqrt(max(inside, 0.0)) / (p * math.sqrt(L))
 
 
-def representation_ranks(layers: list, X: torch.Tensor, k: int, slope: float = 0.0) -> list:
-    r""":math:`s_{k+1}/s_1` of the bias-free pre-activations :math:`W_\ell\alpha_{\ell-1}(X)` of every layer (C7)."""
+def representation_singular_values(layers: list, X: torch.Tensor, slope: float = 0.0) -> list:
+    r"""Singular values of the bias-free pre-activations :math:`W_\ell\alpha_{\ell-1}(X)` of every layer (C7)."""
     _, act = deepfc.masks(layers, X, slope)
-    ratios = []
-    for (W, _), a in zip(layers, act):
-        s = torch.linalg.svdvals(a @ W.double().T)
-        ratios.append(float(s[k] / s[0]) if len(s) > k else 0.0)
-    return ratios
+    return [torch.linalg.svdvals(a @ W.double().T) for (W, _), a in zip(layers, act)]
 
 
 # ------------------------------------------------------------------ Example 20 (C10)
@@ -248,7 +245,7 @@ def bottleneck_data(num_train: int, num_test: int, true_rank, latent: str, g_kin
     else:
         z = torch.randn(total, latent_dim, generator=generator, dtype=torch.float64)
     if g_kind == "linear":
-        Q = random_orthogonal(input_dim, generator)[:, :latent_dim]
+        Q = random_orthonormal(input_dim, input_dim, generator)[:, :latent_dim]
         g = lambda u: u @ Q.T
     elif g_kind == "relu":
         g = random_shallow_map(latent_dim, input_dim, map_width, generator)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from torch.func import functional_call, jacrev, vmap  # noqa: F401
+from torch.func import jacrev, vmap
 
 from paperlib import deepfc as df
 from paperlib import repcost as rc
