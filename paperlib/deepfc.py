@@ -34,6 +34,8 @@ import numpy as np
 import torch
 from torch.func import jvp, vjp
 
+from .seeding import derive_seed
+
 
 # ------------------------------------------------------------------ parameters
 
@@ -50,7 +52,7 @@ def init_params(layer_widths: Sequence[int], seeds: Sequence[int], init_scale: f
         gain = 1.0 if index == last else 2.0
         Ws = []
         for seed in seeds:
-            gen = torch.Generator().manual_seed(int(seed) * 1000 + index)
+            gen = torch.Generator().manual_seed(derive_seed(int(seed), "layer", index))
             Ws.append(torch.randn(n_out, n_in, generator=gen, dtype=torch.float64) * math.sqrt(gain / n_in))
         W = torch.stack(Ws).to(dtype) * init_scale
         layers.append((W, torch.zeros(len(seeds), n_out, dtype=dtype)))

@@ -39,6 +39,8 @@ import numpy as np
 import torch
 from torch.func import jacrev, vmap
 
+from .seeding import derive_seed
+
 ARCHS = ("3resnet", "3layer", "2layer", "parity2")
 OUTPUT_LAYER = {"3resnet": ("A",), "3layer": ("A",), "2layer": ("A",), "parity2": ("a",)}
 DIVERGED = float("inf")
@@ -440,7 +442,7 @@ def fit_grid(arch: str, configs: list, X, Y, X_val, Y_val, X_test, Y_test, *, wi
     params = {n: v.to(device) for n, v in init_params(arch, seeds, X.shape[1], Y.shape[-1], width).items()}
     result = train_sgd(arch, params, X, Y, lr=[c["lr"] for c in configs],
                        weight_decay=[c["weight_decay"] for c in configs], epochs=epochs, batch_size=batch_size,
-                       momentum=momentum, train_output=train_output, order_seeds=[s + 1 for s in seeds])
+                       momentum=momentum, train_output=train_output, order_seeds=[derive_seed(s, "order") for s in seeds])
     errors = []
     test_out = None
     for Xe, Ye in ((X_val, Y_val), (X_test, Y_test)):
