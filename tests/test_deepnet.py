@@ -9,6 +9,7 @@ import torch
 from paperlib.deepnet import ResNetNoBN, batch_loss, evaluate, load_digits_split, train_sgd
 from paperlib.multiclass import stack_outputs, unstack_outputs
 from paperlib.seeding import generator
+from tolerances import EPS64, EPS32, rounding
 
 SMALL = dict(stage_widths=(4, 6, 8), blocks_per_stage=1)
 
@@ -55,7 +56,8 @@ def test_load_digits_split_is_disjoint_and_classes_are_reindexed():
 
     ref = np.sort(load_digits().images.reshape(1797, -1) / 16.0, axis=0)
     got = np.sort(torch.cat([full.X_train, full.X_test]).reshape(1797, -1).numpy(), axis=0)
-    assert np.allclose(ref, got)                                # a permutation of the data set
+    # pixels k/16 in [0, 1] are exact in float32: one float32 rounding at scale 1 is the most allowed
+    assert np.allclose(ref, got, rtol=0, atol=rounding(1.0, 1, factor=1, eps=EPS32))  # a permutation of the data set
     three = load_digits_split(300, 200, seed=0, classes=(2, 0, 1))
     assert set(three.y_train.tolist()) == {0, 1, 2}
     with pytest.raises(ValueError):
@@ -85,9 +87,11 @@ def test_output_scale_multiplies_the_output_and_init_is_deterministic():
     b = ResNetNoBN(output_scale=1.0, generator=generator(0, "init"))
     c = ResNetNoBN(output_scale=0.1, generator=generator(0, "init"))
     with torch.no_grad():
-        torch.testing.assert_close(a(x), 0.1 * b(x), rtol=1e-6, atol=0)
+        # float32: a(x) = fl(0.1 y) and 0.1 * b(x) = fl(0.1 fl(1.0 y)) differ by at most a couple of roundings
+        torch.testing.assert_close(a(x), 0.1 * b(x), rtol=rounding(1.0, 1, eps=EPS32), atol=0)
         assert torch.equal(a(x), c(x))
         # small outputs at init, so r_0 ~ -y (spec regularity (c))
+        # statistical: with output scale 0.1 the init outputs are ~ 0.1 x O(1) Gaussian, < 0.5 with a wide margin
         assert float(a(x).abs().max()) < 0.5
 
 
@@ -101,6 +105,8 @@ def test_resnet_supports_forward_mode_ad():
     eps = 1e-6
     plus = f({k: params[k] + eps * tangents[k] for k in params})
     minus = f({k: params[k] - eps * tangents[k] for k in params})
+    # central differences at eps = 1e-6 in float64: truncation ~ eps^2 |f'''| ~ 1e-12 and rounding ~ eps64 |f| / eps
+    # ~ 2e-10 |f|, unless a ReLU kink lies within 1e-6 (a jump of O(eps) relative): rtol 1e-5 covers the kink case
     torch.testing.assert_close(jvp_out, (plus - minus) / (2 * eps), rtol=1e-5, atol=1e-8)
 
 
@@ -124,23 +130,28 @@ def test_train_sgd_reduces_loss_and_records_class_major_residuals(tiny_split):
     assert not hist.diverged and hist.epochs_run == 20 and hist.steps == 20 * 4
     assert list(hist.epochs) == list(range(21))
     assert hist.train_residuals.shape == (21, 640) and hist.test_residuals.shape == (21, 320)
+    # training criterion: 20 epochs reduce the loss below the mean-predictor floor (0.85 x the initial ~ 0.53)
     assert hist.train_loss[-1] < 0.85 * hist.train_loss[0]      # below the 0.45 mean-predictor floor
     assert hist.train_error[-1] < hist.train_error[0]
     assert hist.epoch_loss.shape == (20,) and np.all(np.isfinite(hist.epoch_loss))
     # the last residual is f(X) - Y of the returned model, class-major
     Y = one_hot(tiny_split.y_train, 10)
     r = stack_outputs(evaluate(model, tiny_split.X_train) - Y).numpy()
-    np.testing.assert_allclose(hist.train_residuals[-1], r, rtol=0, atol=1e-6)
-    assert hist.train_loss[-1] == pytest.approx(0.5 * np.sum(r.astype(np.float64) ** 2) / 64, rel=1e-5)
+    # float32 residuals of O(1), the same model evaluated again: a few float32 roundings at scale 1
+    np.testing.assert_allclose(hist.train_residuals[-1], r, rtol=0, atol=rounding(1.0, 1, eps=EPS32))
+    # float32 sum of 640 squares (torch sums pairwise: ~ log2(640) = 10 levels of roundings) vs float64
+    assert hist.train_loss[-1] == pytest.approx(0.5 * np.sum(r.astype(np.float64) ** 2) / 64, rel=rounding(1.0, 10, eps=EPS32))
     # clean labels equal the given labels here
     np.testing.assert_array_equal(hist.train_error, hist.train_error_clean)
     # the snapshot of epoch 4 reproduces the residual recorded at epoch 4
     replay = ResNetNoBN(**SMALL)
     replay.load_state_dict(hist.snapshots[4])
     r4 = stack_outputs(evaluate(replay, tiny_split.X_train) - Y).numpy()
-    np.testing.assert_allclose(hist.train_residuals[hist.index_of(4)], r4, atol=1e-6)
+    # the snapshot replayed: the same float32 forward pass, O(1) residuals, a few roundings at scale 1
+    np.testing.assert_allclose(hist.train_residuals[hist.index_of(4)], r4, rtol=0, atol=rounding(1.0, 1, eps=EPS32))
     assert set(hist.snapshots) == {0, 4}
     # at init r_0 ~ -y with output scale 0.1
+    # statistical: |f_0(X)| over 64 x 10 outputs of size ~ 0.1 / sqrt(10) each: norm ~ 0.1 sqrt(64), 3x margin
     assert np.linalg.norm(hist.train_residuals[0] + Y.T.reshape(-1).numpy()) < 0.3 * np.sqrt(64)
 
 
@@ -156,10 +167,13 @@ def test_train_sgd_is_deterministic_and_record_every(tiny_split):
 
 def test_lr_drop_and_loss_scaling_equivalence(tiny_split):
     _, h = _train(tiny_split, epochs=4, lr=0.2, lr_drop_epoch=2, lr_drop_factor=0.1)
+    # default rtol 1e-7: 0.2 x 0.1 is one float64 rounding away from 0.02
     np.testing.assert_allclose(h.lrs, [0.2, 0.2, 0.02, 0.02])
     # mse_mean has gradients 2/K times those of half_sum_mean_batch: lr * K/2 gives the same run
     _, a = _train(tiny_split, epochs=3, lr=0.1, dtype=torch.float64)
     _, b = _train(tiny_split, epochs=3, lr=0.1 * 10 / 2, dtype=torch.float64, loss="mse_mean")
+    # float64: the two runs differ by the rounding of lr x 5 and grad x 2/10 at each of 12 steps, carried through
+    # the network (fan-in <= 72) and the steps: rounding(1, 12 * 72) ~ 1.5e-12 per step, 1e-10 allows its growth
     np.testing.assert_allclose(a.train_residuals, b.train_residuals, rtol=0, atol=1e-10)
     np.testing.assert_allclose(a.train_loss, b.train_loss * 10 / 2, rtol=1e-10)
 

@@ -11,6 +11,7 @@ import torch
 from paperlib import hiernet as hn
 from paperlib import hypercube as hc
 from paperlib.seeding import generator
+from tolerances import EPS64, EPS32, rounding
 
 ARCHS = ("3resnet", "3layer", "2layer")
 
@@ -30,6 +31,7 @@ def test_entk_closed_form_matches_jacrev(arch):
     closed = hn.entk_kernel(hn.entk_features(arch, params, X1), hn.entk_features(arch, params, X2))
     reference = hn.entk_reference(arch, params, X1, X2)
     for block in ("hidden", "output", "all"):
+        # kernel entries O(1-10), sums over P ~ 150 parameters: rounding(10, 150) ~ 2.7e-12; rtol 1e-10 covers it
         torch.testing.assert_close(closed[block], reference[block], rtol=1e-10, atol=1e-12)
 
 
@@ -40,6 +42,7 @@ def test_batched_forward_equals_separate_networks(arch):
     joint = hn.forward(arch, params, X)
     for c in range(3):
         alone = hn.forward(arch, {n: v[c:c + 1] for n, v in params.items()}, X)
+        # float64 default (rtol 1e-7): the same products, batched or not; far above rounding(1, 8) ~ 1.4e-14
         torch.testing.assert_close(joint[c], alone[0])
 
 
@@ -52,15 +55,19 @@ def test_resnet_forward_is_skip_plus_residual():
 
 
 def test_initialization_variance_is_one_over_width():
-    p = hn.init_params("3layer", [0], 30, 15, 400, dtype=torch.float64)
+    # statistical: the sample variance of n Gaussians has relative sd sqrt(2/(n-1)); 33 seeds give b1
+    # n = 13200 entries (sd 0.0123), so rel=0.05 is >= 4 sd for every tensor (W, U, A have more entries)
+    p = hn.init_params("3layer", list(range(33)), 30, 15, 400, dtype=torch.float64)
     for name in ("W", "U", "A", "b1"):
+        assert 4 * math.sqrt(2 / (p[name].numel() - 1)) <= 0.05
         assert float(p[name].var()) * 400 == pytest.approx(1.0, rel=0.05)
 
 
 def test_parity2_output_layer_is_fixed_and_balanced():
     p = hn.init_params("parity2", [0, 1], 6, 1, 10)
     assert torch.equal(p["a"][0], p["a"][1])
-    assert float(p["a"][0].sum()) == pytest.approx(0.0, abs=1e-6)
+    # float32 sum of 10 terms of size 1/sqrt(10): worst case (n - 1) eps sum|a_i| (a plain sum, factor 1)
+    assert float(p["a"][0].sum()) == pytest.approx(0.0, abs=rounding(float(p["a"][0].abs().sum()), 10, factor=1, eps=EPS32))
     assert hn.trainable_names("parity2") == ("W",)
     with pytest.raises(ValueError, match="even"):
         hn.init_params("parity2", [0], 6, 1, 7)
@@ -92,6 +99,8 @@ def test_batched_sgd_matches_torch_optim(arch, train_output):
                 hn.half_squared_loss(hn.forward(arch, mine, X[idx]), Y[idx]).sum().backward()
                 opt.step()
         for n in params:
+            # float64, 16 SGD steps with O(1) parameters: rounding(1, 16 * 8) ~ 2.3e-13 per step, carried through
+            # steps with lr * curvature < 1; 1e-10 relative is the allowance for that growth, well above the observed 0
             torch.testing.assert_close(result.params[n][c], mine[n][0].detach(), rtol=1e-10, atol=1e-12)
     if not train_output:
         torch.testing.assert_close(result.params["A"], params["A"])
@@ -114,6 +123,7 @@ def test_per_configuration_targets():
     params = hn.init_params("2layer", [0, 0], 6, 3, 16, dtype=torch.float64)
     result = hn.train_sgd("2layer", params, X, Y, lr=0.1, epochs=30, batch_size=20)
     out = hn.predict("2layer", result.params, X)
+    # training criterion: 30 epochs fit constant targets +-1 to within 20 %
     assert float(out[0].mean()) > 0.8 and float(out[1].mean()) < -0.8
 
 
@@ -122,6 +132,7 @@ def test_last_layer_features_reconstruct_the_output():
         p = hn.init_params(arch, [0], 6, 3, 8, dtype=torch.float64)
         X = hc.hypercube(9, 6, generator(0, "last"))
         offset, feats = hn.last_layer_features(arch, p, X)
+        # float64 default rtol 1e-7: the same products regrouped, rounding(1, 8) ~ 1.4e-14
         torch.testing.assert_close(offset + feats @ p["A"].transpose(1, 2), hn.forward(arch, p, X))
 
 
@@ -135,6 +146,8 @@ def test_ridge_paths_match_direct_solves():
     (feature_pred,) = hn.feature_ridge_path(Phi, Y, ridges, Phi_test)
     for i, r in enumerate(ridges):
         direct = Phi_test @ Phi.T @ torch.linalg.solve(Phi @ Phi.T + r * torch.eye(30, dtype=torch.float64), Y)
+        # two backward-stable solves agree to cond(K + rI) eps n |pred|: cond ~ lambda_max / r ~ 1e5 at r = 1e-3,
+        # so rounding(1e5, 30) ~ 5e-9 relative: rtol 1e-8 is 2x the worst case at the smallest ridge
         torch.testing.assert_close(kernel_pred[i], direct, rtol=1e-8, atol=1e-10)
         torch.testing.assert_close(feature_pred[i], direct, rtol=1e-8, atol=1e-10)
 
@@ -146,6 +159,8 @@ def test_fit_ridge_chooses_on_validation():
     Y, Yv = X @ w, Xv @ w
     pred, ridge, val_err = hn.fit_ridge(X @ X.T, Xv @ X.T, Xt @ X.T, Y, Yv, [1e-8, 1.0, 100.0])
     assert int(np.argmin(val_err)) == 0 and ridge == pytest.approx(1e-8 * float((X @ X.T).diagonal().mean()))
+    # the ridge 1e-8 mean(diag K) biases the prediction by ~ r / lambda_min(X^T X) ~ 1e-9, and the solve on
+    # the rank-5 K (cond ~ lambda_max / r ~ 1e9) loses ~ cond eps ~ 1e-7 relative: 1e-5 is 100x that
     torch.testing.assert_close(pred, Xt @ w, rtol=1e-5, atol=1e-5)
 
 
@@ -155,3 +170,115 @@ def test_grid_selection_per_seed():
     fit = hn.GridFit("2layer", 8, configs, np.array([0.5, 0.3, np.inf, np.inf]), np.zeros(4), torch.zeros(4, 1, 1),
                      np.array([False, False, True, True]), {}, 0.0, 0)
     assert fit.best() == {("main", 0): 1, ("main", 1): None}
+
+
+# ------------------------------------------------------------------ forward_parts and fit_grid
+
+
+def _abs_forward(arch, p, x):
+    """The forward pass with |weights|, |biases|, |x| and no ReLU: bounds every |term| that is summed
+    (the scale of the rounding error of each hidden quantity)."""
+    a = p["W"].abs() @ x.abs() + (p["b1"].abs() if "b1" in p else 0)
+    if arch == "parity2":
+        return a, p["a"].abs() @ a
+    if arch == "2layer":
+        return a, p["A"].abs() @ a
+    if arch == "3layer":
+        a2 = p["U"].abs() @ a + p["b2"].abs()
+        return a2, p["A"].abs() @ a2
+    o1 = p["A"].abs() @ a
+    a2 = p["V"].abs() @ o1 + p["b2"].abs()
+    return a2, o1 + p["A"].abs() @ a2
+
+
+@pytest.mark.parametrize("arch", ARCHS + ("parity2",))
+@pytest.mark.parametrize("shared", [True, False])
+def test_forward_parts_match_an_explicit_per_sample_loop(arch, shared):
+    """Every hidden quantity against matrix-vector products written out per network and per sample.
+    Catches a transposed weight, a missing bias (or parity2's absent bias added), the skip dropped,
+    the ReLU on the wrong quantity, and inputs of the wrong configuration when X is (C, B, d)."""
+    C, d, k, m, B = 2, 6, 3, 8, 5
+    params = hn.init_params(arch, [1, 2], d, k if arch != "parity2" else 1, m, dtype=torch.float64)
+    params = {n: v + 0.3 * torch.randn(v.shape, generator=generator(0, "fp", n), dtype=torch.float64)
+              if n != "a" else v for n, v in params.items()}
+    X = torch.randn(B, d, generator=generator(0, "fp-x"), dtype=torch.float64) if shared else \
+        torch.randn(C, B, d, generator=generator(0, "fp-x3"), dtype=torch.float64)
+    parts = hn.forward_parts(arch, params, X)
+    expected_keys = {"2layer": {"h1", "a1", "out"}, "parity2": {"h1", "a1", "out"},
+                     "3layer": {"h1", "a1", "h2", "a2", "out"}, "3resnet": {"h1", "a1", "o1", "h2", "a2", "out"}}
+    assert set(parts) == expected_keys[arch]
+    fan_in = d + m + max(m, k)  # the longest chain of summed products behind an output
+    for c in range(C):
+        p = {n: v[c] for n, v in params.items()}
+        for n in range(B):
+            x = X[n] if shared else X[c, n]
+            want = {"h1": p["W"] @ x + (p["b1"] if "b1" in p else 0)}
+            want["a1"] = torch.relu(want["h1"])
+            if arch == "parity2":
+                want["out"] = (p["a"] @ want["a1"]).reshape(1)
+            elif arch == "2layer":
+                want["out"] = p["A"] @ want["a1"]
+            elif arch == "3layer":
+                want["h2"] = p["U"] @ want["a1"] + p["b2"]
+                want["a2"] = torch.relu(want["h2"])
+                want["out"] = p["A"] @ want["a2"]
+            else:
+                want["o1"] = p["A"] @ want["a1"]
+                want["h2"] = p["V"] @ want["o1"] + p["b2"]
+                want["a2"] = torch.relu(want["h2"])
+                want["out"] = want["o1"] + p["A"] @ want["a2"]
+            hidden_scale, out_scale = _abs_forward(arch, p, x)
+            # float64 sums of at most fan_in products, bounded by the all-positive forward pass
+            tol = rounding(float(max(hidden_scale.max(), out_scale.max())), fan_in)
+            for key, value in want.items():
+                torch.testing.assert_close(parts[key][c, n], value, rtol=0, atol=tol)
+
+
+def test_fit_grid_equals_separate_training_prediction_and_test_error():
+    """fit_grid against train_sgd + predict + test_error run on every configuration alone, with the
+    initialisation from init_seed(seed) and the shuffling from derive_seed(init_seed(seed), "order").
+    Catches initialisations not shared between equal seeds, batch orders not shared across learning
+    rates, a shuffle seed equal to the initialisation seed, lr / weight decay assigned to the wrong
+    configuration, and validation and test errors swapped."""
+    from paperlib.seeding import derive_seed
+
+    arch, width, epochs, batch = "2layer", 8, 2, 10
+    g = generator(0, "grid")
+    X, X_val, X_test = (hc.hypercube(n, 6, g) for n in (40, 12, 15))
+    w = torch.randn(6, 2, generator=g, dtype=torch.float64)
+    Y, Y_val, Y_test = X @ w, X_val @ w + 0.3, X_test @ w  # distinct val and test targets
+    configs = hn.grid_configs([0.0, 0.05, 0.1], [0.0, 1e-2], [0, 1])
+    init_seed = lambda s: derive_seed(77, "init", s)
+    fit = hn.fit_grid(arch, configs, X, Y, X_val, Y_val, X_test, Y_test, width=width, epochs=epochs,
+                      init_seed=init_seed, batch_size=batch)
+    steps = epochs * (40 // batch)
+    assert fit.steps == steps and fit.test_out.shape == (len(configs), 15, 2) and not fit.diverged.any()
+
+    def alone(config, order_seed):
+        p0 = hn.init_params(arch, [init_seed(config["seed"])], 6, 2, width)
+        r = hn.train_sgd(arch, p0, X, Y, lr=[config["lr"]], weight_decay=[config["weight_decay"]], epochs=epochs,
+                         batch_size=batch, order_seeds=[order_seed])
+        errs = [float(hc.test_error(hn.predict(arch, r.params, Xe.float()).double(), Ye.double())[0])
+                for Xe, Ye in ((X_val, Y_val), (X_test, Y_test))]
+        return p0, r.params, errs
+
+    # float32 training: the batched and the separate runs may take different BLAS kernels, and a
+    # rounding difference is carried through every step: `steps` steps of dot products of length <= width
+    terms = steps * width
+    for c, config in enumerate(configs):
+        p0, params, (val, test) = alone(config, derive_seed(init_seed(config["seed"]), "order"))
+        if config["lr"] == 0.0:  # p - 0 * buf = p exactly: the initialisation itself
+            for n in params:
+                assert torch.equal(fit.params[n][c], p0[n][0])
+        for n in params:
+            torch.testing.assert_close(fit.params[n][c], params[n][0], rtol=0,
+                                       atol=rounding(float(params[n].abs().max()), terms, eps=EPS32))
+        assert abs(fit.val_error[c] - val) <= rounding(val, terms, eps=EPS32)
+        assert abs(fit.test_error[c] - test) <= rounding(test, terms, eps=EPS32)
+        if config["lr"] > 0:  # shuffling with the initialisation seed itself gives a visibly different run
+            _, other, _ = alone(config, init_seed(config["seed"]))
+            assert float((other["W"] - params["W"]).abs().max()) > 100 * rounding(float(params["W"].abs().max()), terms, eps=EPS32)
+    seed0 = [c for c, config in enumerate(configs) if config["seed"] == 0 and config["lr"] == 0.0]
+    seed1 = [c for c, config in enumerate(configs) if config["seed"] == 1 and config["lr"] == 0.0]
+    assert torch.equal(fit.params["W"][seed0[0]], fit.params["W"][seed0[1]])
+    assert not torch.equal(fit.params["W"][seed0[0]], fit.params["W"][seed1[0]])

@@ -87,3 +87,47 @@ def test_table_and_summary():
     ledger.record("a", "Thm", "s", measured=0.2066, predicted=0.207, paper_value=0.207, check=L.close(atol=5e-4))
     assert "0.207" in ledger.table_markdown() and "reproduced" in ledger.table_markdown()
     assert ledger.summary().startswith("1 claims") or "1 reproduced" in ledger.summary()
+
+
+# Each check with non-zero tolerances, probed just inside and just outside both ends of its
+# accepted range: a verdict must flip in either direction when a measurement crosses a bound.
+# The probes sit 1e-6 from a boundary, far above rounding (1e-16) and far below the tolerances.
+@pytest.mark.parametrize("check, predicted, low, high", [
+    (L.close(rtol=0.1, atol=0.01), -2.0, -2.21, -1.79),
+    (L.close(rtol=0.25), 4.0, 3.0, 5.0),
+    (L.close(atol=0.05), 0.0, -0.05, 0.05),
+    (L.at_most(atol=0.05), 1.0, -math.inf, 1.05),
+    (L.at_least(atol=0.05), 1.0, 0.95, math.inf),
+    (L.within(0.6, 0.9), 0.75, 0.6, 0.9),
+])
+def test_checks_flip_at_both_ends(check, predicted, low, high):
+    assert check.bounds(predicted) == pytest.approx((low, high))
+    step = 1e-6
+    for end, inside, outside in ((low, low + step, low - step), (high, high - step, high + step)):
+        if math.isinf(end):
+            assert check.passes(-1e300 if end < 0 else 1e300, predicted)
+            continue
+        assert check.passes(inside, predicted), (inside, check)
+        assert not check.passes(outside, predicted), (outside, check)
+        assert L.compute_verdict(inside, predicted, check) == ("reproduced", True)
+        assert L.compute_verdict(outside, predicted, check) == ("not reproduced", False)
+        # an unmet assumption keeps the verdict apart but still reports which way the check went
+        assert L.compute_verdict(outside, predicted, check, assumption_met=False) == ("assumption not met", False)
+        # every element of a sequence must pass: one element outside fails the claim
+        assert check.passes([inside, inside], predicted) and not check.passes([inside, outside], predicted)
+
+
+def test_record_flips_both_ways_and_explains():
+    ledger = make_ledger()
+    up = ledger.record("up", "Thm", "s", measured=1.2, predicted=1.0, check=L.close(rtol=0.1, atol=0.05))
+    down = ledger.record("down", "Thm", "s", measured=1.1, predicted=1.0, check=L.close(rtol=0.1, atol=0.05))
+    assert up["verdict"] == "not reproduced" and down["verdict"] == "reproduced"
+    assert "accepted range [0.85, 1.15]" in up["why"] and "accepted range [0.85, 1.15]" in down["why"]
+
+
+def test_load_reads_what_save_wrote(tmp_path):
+    ledger = make_ledger()
+    ledger.record("a", "Thm", "s", measured=0.5, predicted=1.0, check=L.at_most(atol=0.1))
+    data = L.load(ledger.save(tmp_path / "x.json"))
+    assert data["claims"][0]["id"] == "a" and data["claims"][0]["verdict"] == "reproduced"
+    assert data["counts"]["reproduced"] == 1

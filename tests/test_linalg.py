@@ -20,6 +20,7 @@ from paperlib.linalg import (
     spectral_norm,
 )
 from paperlib.seeding import generator
+from tolerances import EPS64, rounding
 
 ACTIVATIONS = ["relu", "softplus"]
 
@@ -55,10 +56,13 @@ def test_eigenvalues_and_spectral_norm_match_numpy():
     A = rng.standard_normal((6, 6))
     S = A + A.T
     eigenvalues = np.linalg.eigvalsh(S)
-    assert min_eigenvalue(torch.from_numpy(S)) == pytest.approx(eigenvalues[0], abs=1e-12)
-    assert max_eigenvalue(S) == pytest.approx(eigenvalues[-1], abs=1e-12)
+    # two backward-stable eigensolvers: eigenvalues within n eps |S| (n = 6) of each other
+    tol = rounding(np.abs(eigenvalues).max(), 6)
+    assert min_eigenvalue(torch.from_numpy(S)) == pytest.approx(eigenvalues[0], abs=tol)
+    assert max_eigenvalue(S) == pytest.approx(eigenvalues[-1], abs=tol)
     B = rng.standard_normal((5, 3))
-    assert spectral_norm(B) == pytest.approx(np.linalg.svd(B, compute_uv=False)[0], rel=1e-12)
+    top = np.linalg.svd(B, compute_uv=False)[0]
+    assert spectral_norm(B) == pytest.approx(top, abs=rounding(top, 5))  # n eps |B|, n = 5 rows
     assert isinstance(min_eigenvalue(S), float)
 
 
@@ -78,23 +82,28 @@ def test_khatri_rao_matches_explicit_product(power):
     singular_values = torch.linalg.svdvals(row_wise_khatri_rao(X, power))
     # sigma_min^2 in the paper's sense is the n-th squared singular value (0 if rank < n)
     nth = float(singular_values[n - 1]) ** 2 if singular_values.numel() >= n else 0.0
-    assert khatri_rao_min_sq_singular(X, power) == pytest.approx(nth, abs=1e-12)
+    # both routes are backward stable for sigma^2: n eps at the scale of the largest sigma^2 (n = 9)
+    assert khatri_rao_min_sq_singular(X, power) == pytest.approx(nth, abs=rounding(float(singular_values[0]) ** 2, n))
 
 
 @pytest.mark.parametrize("d", [3, 4, 6])
 def test_khatri_rao_square_vanishes_beyond_symmetric_dimension(d):
     symmetric_dimension = d * (d + 1) // 2
     X = sphere_points(symmetric_dimension + 1, d, generator(0, "kr-rank", d))
-    assert abs(khatri_rao_min_sq_singular(X, 2)) < 1e-9
-    assert khatri_rao_min_sq_singular(X[:symmetric_dimension], 2) > 1e-6
+    # zero in exact arithmetic: n eps at the scale of the largest sigma^2 <= trace = n (unit rows)
+    n = X.shape[0]
+    assert abs(khatri_rao_min_sq_singular(X, 2)) < rounding(n, n)
+    assert khatri_rao_min_sq_singular(X[:symmetric_dimension], 2) > 1e-6   # full rank: generic points
 
 
 def test_khatri_rao_cube_vanishes_beyond_its_rank():
     d = 3
     rank_bound = math.comb(d + 2, 3)  # 10 symmetric 3-tensors in R^3
     X = sphere_points(rank_bound + 1, d, generator(0, "kr-cube"))
-    assert abs(khatri_rao_min_sq_singular(X, 3)) < 1e-9
-    assert khatri_rao_min_sq_singular(X[:rank_bound], 3) > 1e-8
+    # zero in exact arithmetic: n eps at the scale of the largest sigma^2 <= trace = n (unit rows)
+    n = X.shape[0]
+    assert abs(khatri_rao_min_sq_singular(X, 3)) < rounding(n, n)
+    assert khatri_rao_min_sq_singular(X[:rank_bound], 3) > 1e-8   # full rank: generic points
 
 
 def test_khatri_rao_rejects_bad_power():
@@ -114,8 +123,11 @@ def test_shallow_jacobian_matches_autograd(activation):
         return act.phi(X @ weights.T) @ v
 
     by_autograd = torch.func.jacrev(outputs)(W).reshape(X.shape[0], -1)
+    # entries v_j phi'(w_j.x) x_l: the pre-activation is a sum of d terms of size |w_j||x| (phi' is
+    # 1/4-Lipschitz for softplus, a step for relu), then two products; scale |v| max|W| sqrt(d) (|x| = 1)
+    scale = float(v.abs().max()) * max(1.0, float(W.abs().max()) * math.sqrt(X.shape[1]))
     torch.testing.assert_close(shallow_jacobian(X, W, v, activation), by_autograd,
-                               atol=1e-13, rtol=0)
+                               atol=rounding(scale, X.shape[1]), rtol=0)
 
 
 def test_relu_jacobian_uses_derivative_one_at_zero():
@@ -130,10 +142,14 @@ def test_jacobian_gram_equals_explicit_product(activation):
     X, W, v = problem()
     J = shallow_jacobian(X, W, v, activation)
     gram = shallow_jacobian_gram(X, W, v, activation)
-    torch.testing.assert_close(gram, J @ J.T, atol=1e-13, rtol=0)
-    norm = torch.linalg.matrix_norm(J, ord=2)
-    assert shallow_jacobian_spectral_norm(X, W, v, activation) == pytest.approx(float(norm),
-                                                                                rel=1e-12)
+    # entries are sums of k d products, each at most max_i |J_i|^2 in total
+    row_sq = float((J ** 2).sum(1).max())
+    torch.testing.assert_close(gram, J @ J.T, atol=rounding(row_sq, J.shape[1]), rtol=0)
+    norm = float(torch.linalg.matrix_norm(J, ord=2))
+    # sqrt(lambda_max(J J^T)) against the SVD: the Gram's n eps |J|^2 error, halved by the square root
+    # and divided by |J|, plus the Gram's own k d roundings: (n + k d) eps |J|
+    assert shallow_jacobian_spectral_norm(X, W, v, activation) == pytest.approx(
+        norm, abs=rounding(norm, X.shape[0] + J.shape[1]))
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
@@ -146,7 +162,9 @@ def test_jacobian_norm_obeys_lemma_6_6(activation):
     for scale in (0.01, 1.0, 100.0):
         W = scale * torch.randn(20, k, X.shape[1], generator=generator(3, "lemma-6.6", scale),
                                 dtype=torch.float64)
-        assert (shallow_jacobian_spectral_norm(X, W, v, activation) <= bound * (1 + 1e-12)).all()
+        # the computed norm may exceed the true one by (n + k d) eps |J| <= that times the bound
+        slack = rounding(bound, X.shape[0] + k * X.shape[1])
+        assert (shallow_jacobian_spectral_norm(X, W, v, activation) <= bound + slack).all()
 
 
 def test_jacobian_gram_is_batched_over_weights():
@@ -193,8 +211,13 @@ def test_jacobian_difference_norm_matches_explicit_jacobians():
     W_b = W_a + 0.3 * torch.randn(6, 4, generator=gen, dtype=torch.float64)
     v = torch.randn(6, generator=gen, dtype=torch.float64)
     for name in ("softplus", "relu"):
-        explicit = torch.linalg.matrix_norm(shallow_jacobian(X, W_a, v, name) - shallow_jacobian(X, W_b, v, name), ord=2)
-        assert jacobian_difference_norm(X, W_a, W_b, v, name) == pytest.approx(float(explicit), rel=1e-7)
+        J_a, J_b = shallow_jacobian(X, W_a, v, name), shallow_jacobian(X, W_b, v, name)
+        explicit = float(torch.linalg.matrix_norm(J_a - J_b, ord=2))
+        # the library forms (J_a - J_b)(J_a - J_b)^T from four Gram blocks: an absolute error of
+        # (n + k d) eps (|J_a| + |J_b|)^2 in the squared norm, i.e. that over 2 |J_a - J_b| in the norm
+        big = (float(torch.linalg.matrix_norm(J_a, ord=2)) + float(torch.linalg.matrix_norm(J_b, ord=2))) ** 2
+        tol = rounding(big / (2 * explicit), X.shape[0] + J_a.shape[1])
+        assert jacobian_difference_norm(X, W_a, W_b, v, name) == pytest.approx(explicit, abs=tol)
 
 
 def test_symmetric_norm_matches_svd_norm():
@@ -202,4 +225,5 @@ def test_symmetric_norm_matches_svd_norm():
     gen = torch.Generator().manual_seed(3)
     A = torch.randn(12, 12, generator=gen, dtype=torch.float64)
     S = A + A.T - 5 * torch.eye(12, dtype=torch.float64)  # indefinite: the largest |eigenvalue| may be negative
-    assert symmetric_norm(S) == pytest.approx(float(torch.linalg.matrix_norm(S, ord=2)), rel=1e-12)
+    norm = float(torch.linalg.matrix_norm(S, ord=2))
+    assert symmetric_norm(S) == pytest.approx(norm, abs=rounding(norm, 12))  # eigh vs SVD: n eps |S|, n = 12

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from paperlib import overparam, stats
+from tolerances import EPS64, EPS32, rounding
 
 
 def test_loglog_slope_recovers_power():
@@ -53,3 +54,49 @@ def test_distance_bound_constants():
     assert base == pytest.approx(math.sqrt(32))
     assert overparam.distance_bound("softplus", 1.0, 1, 1.0, 1.0, "corrected") == pytest.approx(math.sqrt(128))
     assert overparam.distance_bound("relu", 4.0, 4, 1.0, 1.0) == pytest.approx(6 * math.sqrt(2))
+
+
+# the paper's formulas typed independently; arguments are distinct non-trivial numbers so that every
+# power and factor shows (B != 1, mu != 1, n not e or e^2). The results are O(1)-relative products of
+# a handful of float operations: pytest.approx's default rel=1e-6 is far above their rounding error.
+
+
+def test_lemma_6_7_width_makes_the_paper_condition_hold_for_equal_magnitude_output_weights():
+    """Lemma 6.7 asks ||v||_2 / ||v||_inf >= sqrt(20 log n) ||X|| B / sqrt(lam). For v with k entries of
+    equal magnitude the ratio is sqrt(k), so the lemma's width is the smallest k meeting it.
+    Catches log base 10 or 2, B instead of B^2, ||X|| instead of ||X||^2, lam squared."""
+    n, x_norm, lam, B = 37, 2.3, 0.07, 1.7
+    width = overparam.lemma_6_7_width(n, x_norm, lam, B)
+    assert width == pytest.approx((math.sqrt(20 * math.log(n)) * x_norm * B / math.sqrt(lam)) ** 2)
+    rhs = math.sqrt(20 * math.log(n)) * x_norm / math.sqrt(lam) * B
+    for k, holds in ((math.ceil(width), True), (math.ceil(width) - 1, False)):
+        v = np.where(np.arange(k) % 2 == 0, 0.4, -0.4)  # equal magnitudes, either sign
+        assert (np.linalg.norm(v) / np.abs(v).max() >= rhs) == holds
+
+
+def test_random_feature_width_is_theorem_3_2_with_constant_one():
+    """k >= C log^2(n) n / lam_tilde with C = 1. Catches log(n^2) for log(n)^2 and a missing factor n."""
+    n, lam_tilde = 50, 0.013
+    assert overparam.random_feature_width(n, lam_tilde) == pytest.approx(math.log(n) ** 2 * n / lam_tilde)
+    assert overparam.random_feature_width(n, lam_tilde) != pytest.approx(math.log(n ** 2) * n / lam_tilde)
+
+
+def test_sgd_step_and_rate_are_theorem_2_6():
+    """eta = mu^2/(9 nu B^4) * n/||y||^2 * sigma_min^2(X*X)/||X||^2 * eta_bar and
+    E||r||^2 contracts by 1 - eta_bar/(144 n) * mu^4/(nu B^4) * sigma_min^4(X*X)/||X||^2 (eq. 2.10);
+    the functions take sigma_min^2 (``kr_min_sq_singular``). Catches sigma^2 for sigma^4 in the rate,
+    B^2 for B^4, n in the numerator of the rate, 9 or 144 mistyped, a default nu other than 8."""
+    mu, n, y_norm, sigma_sq, x_norm, nu, eta_bar, B = 0.207, 30, 4.1, 0.37, 2.6, 5.0, 0.8, 1.3
+    step = mu ** 2 / (9 * nu * B ** 4) * n / y_norm ** 2 * sigma_sq / x_norm ** 2 * eta_bar
+    rate = 1 - eta_bar / (144 * n) * mu ** 4 / (nu * B ** 4) * sigma_sq ** 2 / x_norm ** 2
+    assert overparam.sgd_step(mu, n, y_norm, sigma_sq, x_norm, nu, eta_bar, B) == pytest.approx(step)
+    # the rate is 1 - (a gap ~ 1e-7): compare the gaps, or the relative test on ~1 would see nothing
+    gap = 1 - overparam.sgd_rate(mu, n, sigma_sq, x_norm, nu, eta_bar, B)
+    # 1 - rate loses the gap's relative accuracy to eps / gap (the subtraction from 1 and back)
+    assert gap == pytest.approx(1 - rate, rel=1e-6, abs=rounding(1.0, 2))
+    assert 1 - rate > 1e3 * rounding(1.0, 2)  # the gap is resolved, so the check above is not void
+    defaults = dict(nu=8.0, eta_bar=1.0, bound_b=1.0)
+    assert overparam.sgd_step(mu, n, y_norm, sigma_sq, x_norm) == pytest.approx(
+        overparam.sgd_step(mu, n, y_norm, sigma_sq, x_norm, **defaults))
+    assert overparam.sgd_rate(mu, n, sigma_sq, x_norm) == pytest.approx(
+        overparam.sgd_rate(mu, n, sigma_sq, x_norm, **defaults), abs=rounding(1.0, 2))
