@@ -1,4 +1,6 @@
-"""Device choice: CUDA when present, else CPU."""
+"""Device choice: CUDA when present, else CPU; one CPU thread where rounding would depend on the count."""
+
+from contextlib import contextmanager
 
 import torch
 
@@ -23,3 +25,22 @@ def describe(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
     return f"cpu ({torch.get_num_threads()} threads)"
+
+
+@contextmanager
+def one_cpu_thread(device):
+    """Run the block on one intra-op thread when ``device`` is a CPU (a no-op on CUDA).
+
+    How a multi-threaded float32 kernel splits its sums depends on the thread count, so
+    its rounding does too; a chaotic computation (SGD at a large step) amplifies that into
+    a different run. On one thread the result is the same whatever ``OMP_NUM_THREADS`` says.
+    """
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

@@ -122,7 +122,8 @@ def jacobian_bounds(layers: list, X: torch.Tensor, ks, slope: float = 0.0, jacob
 
 def prop9_ratio(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tensor:
     r"""Per input, :math:`Q(u,v)/(Ls_1^{2-2/L})` for the top singular pair (u, v) of Jf(x), where
-    :math:`Q(u,v)=\sum_\ell\|J\alpha_{\ell-1}(x)u\|^2\|B_\ell(x)^Tv\|^2`; Prop. 9 says >= 1."""
+    :math:`Q(u,v)=\sum_\ell\|J\alpha_{\ell-1}(x)u\|^2\|B_\ell(x)^Tv\|^2`; Prop. 9 says >= 1.
+    Where Jf(x) = 0 (a dead ReLU layer) both sides vanish and the ratio is NaN (0/0)."""
     F = deepfc.input_jacobians(layers, X, slope)
     B = deepfc.backward_jacobians(layers, X, slope)
     J = F[-1]

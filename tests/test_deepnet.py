@@ -206,3 +206,19 @@ def test_mnist1d_split_offline_and_deterministic():
     assert model(first.X_train[:5]).shape == (5, 10)
     with pytest.raises(ValueError, match="dataset"):
         load_split("cifar10", 10, 10, seed=0)
+
+
+def test_sgd_is_the_same_run_whatever_the_thread_count(tiny_split):
+    """float32 SGD is chaotic: a different thread count used to give a different run. train_sgd
+    pins one thread on a CPU, so the parameters agree to the last bit and the count is restored."""
+    previous = torch.get_num_threads()
+    runs = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            model, hist = _train(tiny_split, epochs=4, lr=1.0)
+            assert torch.get_num_threads() == threads
+            runs.append((torch.cat([p.detach().flatten() for p in model.parameters()]), hist.test_error))
+    finally:
+        torch.set_num_threads(previous)
+    assert torch.equal(runs[0][0], runs[1][0]) and np.array_equal(runs[0][1], runs[1][1])

@@ -9,6 +9,8 @@ import pytest
 
 from paperlib.book import merge_reference
 
+pytestmark = pytest.mark.notebook  # runs pytest --nbval-lax on a small notebook, with a kernel
+
 TEXT_NOTEBOOK = """---
 jupytext:
   text_representation:
