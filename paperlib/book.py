@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from . import params as P
-from .ledger import VERDICT_MARK, VERDICTS
+from .ledger import headline, verdict_word
 from .runner import load_ledgers, notebook_path, run_cached
 
 BOOK_DIR = P.REPO_ROOT / "book"
@@ -30,28 +30,21 @@ def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = 
 
 
 def claims_status_markdown(ledgers: list[dict]) -> str:
-    """The claims status page's body: a summary, then one table per chapter."""
+    """The claims status page's body: the headline over all chapters (only predictions count
+    as reproductions), then one table per chapter."""
     if not ledgers:
         return "No chapter has been executed yet."
-    total = {v: 0 for v in VERDICTS}
     sections = []
     for ledger in ledgers:
-        counts = {v: sum(c["verdict"] == v for c in ledger["claims"]) for v in VERDICTS}
-        for verdict, count in counts.items():
-            total[verdict] += count
         lines = [f"## [{ledger['paper']}](chapters/{ledger['paper']}.ipynb)", "",
                  f"Preset `{ledger['preset']}`, seed {ledger['seed']}, {ledger['device']}, "
-                 f"run time {ledger['runtime_s']:.0f} s: " + _counts_text(counts) + ".", "",
-                 "| claim | source | verdict | preset |", "|---|---|---|---|"]
-        lines += [f"| `{c['id']}` | {c['source']} | {VERDICT_MARK[c['verdict']]} | `{ledger['preset']}` |"
-                  for c in ledger["claims"]]
+                 f"run time {ledger['runtime_s']:.0f} s: {headline(ledger['claims'])}.", "",
+                 "| claim | kind | source | verdict |", "|---|---|---|---|"]
+        lines += [f"| `{c['id']}` | {c['kind']} | {c['source']} | {verdict_word(c)} |" for c in ledger["claims"]]
         sections.append("\n".join(lines))
-    head = f"**{sum(total.values())} claims** over {len(ledgers)} chapter(s): {_counts_text(total)}."
+    every = [c for ledger in ledgers for c in ledger["claims"]]
+    head = f"Over {len(ledgers)} chapter(s): {headline(every)}."
     return head + "\n\n" + "\n\n".join(sections)
-
-
-def _counts_text(counts: dict) -> str:
-    return ", ".join(f"{n} {v}" for v, n in counts.items() if n)
 
 
 def write_claims_table(ledgers: list[dict]) -> Path:

@@ -27,11 +27,10 @@ def cmd_run(args) -> int:
     start = time.perf_counter()
     notebook, ledger = run_notebook(args.notebook, args.preset, _parse_overrides(args.param), args.out,
                                     log_output=args.log_output)
-    import json
-    data = json.loads(Path(ledger).read_text())
-    counts = ", ".join(f"{n} {v}" for v, n in data["counts"].items() if n)
+    from .ledger import headline, load
+    data = load(ledger)
     print(f"executed {notebook} in {time.perf_counter() - start:.1f} s")
-    print(f"ledger   {ledger}: {len(data['claims'])} claims ({counts})")
+    print(f"ledger   {ledger}: {headline(data['claims'])}")
     return 0
 
 

@@ -6,6 +6,17 @@ computes from them (never written by hand).  The ledger is written as JSON,
 shown in the chapter as a table beside the paper's own numbers, and collected
 into the book's claims status page.
 
+Every claim has a **kind**:
+
+- ``prediction``: a falsifiable statement of the paper, or of our derivation from it,
+  about what a measurement will show; it can come out either way at our scale;
+- ``bound``: a theorem's inequality evaluated on measured quantities, with the check
+  of the theorem's assumption (``assumption=`` is required);
+- ``consistency``: a check of our own code or of an identity that holds by
+  construction; shown apart and never counted as a reproduction;
+- ``exploratory`` (:meth:`Ledger.observe`): a measurement shown without a verdict,
+  for example where no number is predicted.
+
 Verdicts, in the order they are decided:
 
 1. ``assumption not met``: a hypothesis of the theorem is violated at our
@@ -28,9 +39,15 @@ from pathlib import Path
 
 import numpy as np
 
-VERDICTS = ("reproduced", "not reproduced", "assumption not met", "inconclusive")
-REPRODUCED, NOT_REPRODUCED, ASSUMPTION_NOT_MET, INCONCLUSIVE = VERDICTS
+VERDICTS = ("reproduced", "not reproduced", "assumption not met", "inconclusive", "no verdict")
+REPRODUCED, NOT_REPRODUCED, ASSUMPTION_NOT_MET, INCONCLUSIVE, NO_VERDICT = VERDICTS
+KINDS = ("prediction", "bound", "consistency", "exploratory")
+PREDICTION, BOUND, CONSISTENCY, EXPLORATORY = KINDS
 LEDGER_ENV = "PAPERLIB_LEDGER"
+
+
+class LedgerError(ValueError):
+    """A ledger file that this paperlib cannot read (missing fields, an older format)."""
 
 
 # ---------------------------------------------------------------- checks
@@ -176,24 +193,30 @@ class Ledger:
         self.started = time.perf_counter()
 
     # -- recording
-    def record(self, claim_id: str, source: str, statement: str, *, measured, predicted,
+    def record(self, claim_id: str, source: str, statement: str, *, kind: str, measured, predicted,
                check: Check, paper_value=None, assumption: tuple[bool, str] | None = None,
                enough_data: tuple[bool, str] | None = None, robust: bool = False,
                note: str = "") -> dict:
         """Record one claim and compute its verdict.
 
-        ``assumption`` is (holds, description) of the theorem's hypothesis at
-        our scale; ``enough_data`` is (enough, description); ``robust`` marks
-        claims that CI asserts are reproduced at the smoke preset.
+        ``kind`` is ``"prediction"``, ``"bound"`` or ``"consistency"`` (see the module
+        docstring); a bound must pass ``assumption``, (holds, description) of the theorem's
+        hypothesis at our scale. ``enough_data`` is (enough, description). ``robust`` marks
+        claims that hold at every seed: a property of the claim, never of the preset;
+        CI asserts it at several seeds.
         """
-        if any(c["id"] == claim_id for c in self.claims):
-            raise ValueError(f"claim id {claim_id!r} recorded twice")
+        self._check_new(claim_id)
+        if kind not in (PREDICTION, BOUND, CONSISTENCY):
+            raise ValueError(f"claim {claim_id!r}: kind must be 'prediction', 'bound' or 'consistency', "
+                             f"got {kind!r} (a measurement without a verdict is recorded with observe())")
+        if kind == BOUND and assumption is None:
+            raise ValueError(f"claim {claim_id!r}: a bound carries its assumption check (pass assumption=)")
         assumption_met, assumption_text = assumption if assumption else (True, "")
         enough, enough_text = enough_data if enough_data else (True, "")
         verdict, holds = compute_verdict(measured, predicted, check, bool(assumption_met), bool(enough))
         why = self._explain(verdict, holds, measured, predicted, check, assumption_text, enough_text)
         entry = {
-            "id": claim_id, "source": source, "statement": statement,
+            "id": claim_id, "kind": kind, "source": source, "statement": statement,
             "predicted": _jsonable(predicted), "measured": _jsonable(measured),
             "paper_value": _jsonable(paper_value), "tolerance": check.describe(predicted),
             "check": {"kind": check.kind, "rtol": check.rtol, "atol": check.atol,
@@ -203,6 +226,22 @@ class Ledger:
         }
         self.claims.append(entry)
         return entry
+
+    def observe(self, claim_id: str, source: str, statement: str, *, measured, paper_value=None,
+                note: str = "") -> dict:
+        """Record an exploratory measurement: shown beside the claims, with no verdict
+        (nothing is predicted for it, or its only reference number came from a calibration run)."""
+        self._check_new(claim_id)
+        entry = {"id": claim_id, "kind": EXPLORATORY, "source": source, "statement": statement,
+                 "predicted": None, "measured": _jsonable(measured), "paper_value": _jsonable(paper_value),
+                 "tolerance": "", "check": None, "verdict": NO_VERDICT, "prediction_holds": None,
+                 "robust": False, "why": ("Exploratory: no verdict. " + note).strip()}
+        self.claims.append(entry)
+        return entry
+
+    def _check_new(self, claim_id: str) -> None:
+        if any(c["id"] == claim_id for c in self.claims):
+            raise ValueError(f"claim id {claim_id!r} recorded twice")
 
     @staticmethod
     def _explain(verdict, holds, measured, predicted, check, assumption_text, enough_text):
@@ -223,9 +262,7 @@ class Ledger:
         return {v: sum(c["verdict"] == v for c in self.claims) for v in VERDICTS}
 
     def summary(self) -> str:
-        counts = self.counts()
-        parts = [f"{n} {v}" for v, n in counts.items() if n]
-        return f"{len(self.claims)} claims at the `{self.params.values.get('preset')}` preset: " + ", ".join(parts)
+        return f"At the `{self.params.values.get('preset')}` preset, seed {self.seed}: " + headline(self.claims)
 
     def as_dict(self) -> dict:
         import torch
@@ -239,6 +276,7 @@ class Ledger:
             "versions": {"paperlib": __version__, "torch": torch.__version__,
                          "numpy": np.__version__, "python": platform.python_version()},
             "git": git_revision(),
+            "headline": headline(self.claims),
             "device": self.device,
             "runtime_s": round(time.perf_counter() - self.started, 2),
             "counts": self.counts(),
@@ -259,6 +297,9 @@ class Ledger:
     def table_markdown(self) -> str:
         return claims_table_markdown(self.claims)
 
+    def findings_markdown(self) -> str:
+        return findings_markdown(self.claims, self.params.values.get("preset"), self.seed)
+
     def provenance_markdown(self) -> str:
         data = self.as_dict()
         rows = [("paper", data["paper"]), ("preset", data["preset"]), ("seed", data["seed"]),
@@ -270,28 +311,132 @@ class Ledger:
 
 
 VERDICT_MARK = {"reproduced": "reproduced", "not reproduced": "**not reproduced**",
-                "assumption not met": "*assumption not met*", "inconclusive": "*inconclusive*"}
+                "assumption not met": "*assumption not met*", "inconclusive": "*inconclusive*",
+                "no verdict": "no verdict"}
+# the verdict's word for each kind: a bound holds or fails, a consistency check passes or fails
+KIND_WORDS = {PREDICTION: {"reproduced": "reproduced", "not reproduced": "**not reproduced**"},
+              BOUND: {"reproduced": "holds", "not reproduced": "**fails**"},
+              CONSISTENCY: {"reproduced": "passes", "not reproduced": "**fails**"},
+              EXPLORATORY: {}}
+KIND_TITLES = {PREDICTION: "Predictions", BOUND: "Bounds (with their assumption checks)",
+               CONSISTENCY: "Consistency checks (our code and identities that hold by construction; "
+                            "not counted as reproductions)",
+               EXPLORATORY: "Exploratory measurements (no verdict)"}
 
 
-def claims_table_markdown(claims: list[dict], extra_columns: dict | None = None) -> str:
-    """A Markdown table of claims: id, source, paper's value, predicted, measured, verdict."""
-    header = ["claim", "source", "paper", "predicted", "measured", "tolerance", "verdict"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for c in claims:
-        cells = [f"`{c['id']}`", c["source"], _fmt(c.get("paper_value")), _fmt(c["predicted"]),
-                 _fmt(c["measured"]), c["tolerance"], VERDICT_MARK[c["verdict"]]]
-        lines.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
-    return "\n".join(lines)
+def verdict_word(claim: dict) -> str:
+    return KIND_WORDS[claim["kind"]].get(claim["verdict"], VERDICT_MARK[claim["verdict"]])
+
+
+def kind_counts(claims: list[dict]) -> dict:
+    """Per kind: the number of claims and of each verdict; for bounds also how many hold
+    (the inequality is satisfied, whether or not the assumption is met)."""
+    counts = {}
+    for kind in KINDS:
+        chosen = [c for c in claims if c["kind"] == kind]
+        entry = {"total": len(chosen), **{v: sum(c["verdict"] == v for c in chosen) for v in VERDICTS}}
+        entry["holds"] = sum(c["prediction_holds"] is True for c in chosen)
+        counts[kind] = entry
+    return counts
+
+
+def headline(claims: list[dict]) -> str:
+    """"38 of 44 predictions reproduced (4 not reproduced, 2 inconclusive); 9 of 12 bounds
+    hold (7 with their assumptions met); 21 of 21 consistency checks pass; 3 exploratory
+    measurements". Only predictions count as reproductions."""
+    c = kind_counts(claims)
+    p, b, k = c[PREDICTION], c[BOUND], c[CONSISTENCY]
+    rest = [f"{p[v]} {v}" for v in (NOT_REPRODUCED, ASSUMPTION_NOT_MET, INCONCLUSIVE) if p[v]]
+    parts = [f"{p[REPRODUCED]} of {p['total']} predictions reproduced" + (f" ({', '.join(rest)})" if rest else "")]
+    if b["total"]:
+        undecided = f", {b[INCONCLUSIVE]} inconclusive" if b[INCONCLUSIVE] else ""
+        parts.append(f"{b['holds']} of {b['total']} bounds hold ({b[REPRODUCED]} with their assumptions met{undecided})")
+    if k["total"]:
+        undecided = f" ({k[INCONCLUSIVE]} inconclusive)" if k[INCONCLUSIVE] else ""
+        parts.append(f"{k[REPRODUCED]} of {k['total']} consistency checks pass{undecided}")
+    if c[EXPLORATORY]["total"]:
+        parts.append(f"{c[EXPLORATORY]['total']} exploratory measurements")
+    return "; ".join(parts)
+
+
+def _cell(value) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def claims_table_markdown(claims: list[dict]) -> str:
+    """One compact Markdown table per kind (claim, statement, paper, predicted, measured,
+    accepted range, verdict), then the reason for every verdict, so that no table needs
+    more columns than a page is wide."""
+    blocks = []
+    for kind in KINDS:
+        chosen = [c for c in claims if c["kind"] == kind]
+        if not chosen:
+            continue
+        header = ["claim", "statement", "paper", "predicted", "measured", "accepted range", "verdict"]
+        lines = [f"**{KIND_TITLES[kind]}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for c in chosen:
+            cells = [f"`{c['id']}` ({c['source']})", c["statement"], _fmt(c.get("paper_value")),
+                     _fmt(c["predicted"]), _fmt(c["measured"]), c["tolerance"] or "-", verdict_word(c)]
+            lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
+        blocks.append("\n".join(lines))
+    reasons = [f"- `{c['id']}` ({verdict_word(c)}): {c['why'] or '-'}" for c in claims]
+    return "\n\n".join(blocks + ["**Why each verdict**\n\n" + "\n".join(reasons)])
+
+
+def findings_markdown(claims: list[dict], preset, seed) -> str:
+    """The Verdicts paragraph, generated from the ledger so that it is true at every preset
+    and seed: the headline, then every prediction that did not reproduce, every bound that
+    fails or whose assumption is not met, every inconclusive claim and every failing
+    consistency check, each with its statement and reason."""
+    def items(selected):
+        return "\n".join(f"- `{c['id']}` ({c['source']}): {c['statement']} {c['why']}" for c in selected)
+
+    sections = [f"At the `{preset}` preset and seed {seed}: {headline(claims)}."]
+    groups = [
+        ("Predictions not reproduced", [c for c in claims if c["kind"] == PREDICTION and c["verdict"] == NOT_REPRODUCED]),
+        ("Predictions whose assumption is not met", [c for c in claims if c["kind"] == PREDICTION
+                                                     and c["verdict"] == ASSUMPTION_NOT_MET]),
+        ("Bounds that fail", [c for c in claims if c["kind"] == BOUND and c["prediction_holds"] is False]),
+        ("Bounds that hold although their assumption is not met",
+         [c for c in claims if c["kind"] == BOUND and c["verdict"] == ASSUMPTION_NOT_MET and c["prediction_holds"]]),
+        ("Inconclusive", [c for c in claims if c["verdict"] == INCONCLUSIVE]),
+        ("Consistency checks that fail", [c for c in claims if c["kind"] == CONSISTENCY and c["verdict"] == NOT_REPRODUCED]),
+    ]
+    for title, selected in groups:
+        if selected:
+            sections.append(f"**{title}** ({len(selected)}):\n\n{items(selected)}")
+    return "\n\n".join(sections)
+
+
+REQUIRED_CLAIM_KEYS = ("id", "kind", "source", "statement", "predicted", "measured", "tolerance", "verdict", "why")
+
+
+def validate_ledger(data: dict, origin: str = "ledger") -> dict:
+    """Check that a ledger has what this paperlib writes; an older ledger fails with a clear message."""
+    for key in ("paper", "preset", "claims"):
+        if key not in data:
+            raise LedgerError(f"{origin}: no {key!r} field; is this a claims ledger?")
+    for claim in data["claims"]:
+        if "kind" not in claim:
+            raise LedgerError(f"{origin}: claim {claim.get('id', '?')!r} has no 'kind'; the ledger was written "
+                              "before claims had kinds (prediction, bound, consistency): run the chapter again")
+        missing = [key for key in REQUIRED_CLAIM_KEYS if key not in claim]
+        if missing or claim["kind"] not in KINDS or claim["verdict"] not in VERDICTS:
+            raise LedgerError(f"{origin}: claim {claim.get('id', '?')!r} is malformed "
+                              f"(missing {missing}, kind {claim.get('kind')!r}, verdict {claim.get('verdict')!r})")
+    return data
 
 
 def load(path: str | os.PathLike) -> dict:
-    return json.loads(Path(path).read_text())
+    return validate_ledger(json.loads(Path(path).read_text()), str(path))
 
 
 def git_revision() -> str | None:
+    """The short commit, with ``-dirty`` when the working tree has uncommitted changes
+    (so a result is never credited to a commit that does not hold its code)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, timeout=5)
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
+                             text=True, cwd=Path(__file__).parent, timeout=5)
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None

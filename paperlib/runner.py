@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from . import params as P
+from .ledger import validate_ledger
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -133,5 +134,5 @@ def load_ledgers(run_dir: str | os.PathLike) -> list[dict]:
     for paper in P.available_papers():
         path = Path(run_dir) / f"{paper}.json"
         if path.exists():
-            ledgers.append(json.loads(path.read_text()))
+            ledgers.append(validate_ledger(json.loads(path.read_text()), str(path)))
     return ledgers

@@ -50,7 +50,7 @@ def test_verdicts(measured, assumption, enough, expected):
 
 def test_assumption_not_met_still_reports_prediction():
     ledger = make_ledger()
-    entry = ledger.record("x", "Thm 1", "bound", measured=0.5, predicted=1.0, check=L.at_most(),
+    entry = ledger.record("x", "Thm 1", "bound", kind="prediction", measured=0.5, predicted=1.0, check=L.at_most(),
                           assumption=(False, "width too small"))
     assert entry["verdict"] == "assumption not met" and entry["prediction_holds"] is True
     assert "width too small" in entry["why"] and "holds anyway" in entry["why"]
@@ -58,8 +58,8 @@ def test_assumption_not_met_still_reports_prediction():
 
 def test_ledger_json_shape(tmp_path):
     ledger = make_ledger()
-    ledger.record("a", "Lemma 1", "s", measured=[1.0, 2.0], predicted=1.5, check=L.close(atol=0.6), robust=True)
-    ledger.record("b", "Lemma 2", "s", measured=math.inf, predicted=0.0, check=L.at_most())
+    ledger.record("a", "Lemma 1", "s", kind="prediction", measured=[1.0, 2.0], predicted=1.5, check=L.close(atol=0.6), robust=True)
+    ledger.record("b", "Lemma 2", "s", kind="prediction", measured=math.inf, predicted=0.0, check=L.at_most())
     path = ledger.save(tmp_path / "demo.json")
     data = json.loads(path.read_text())
     for key in ("paper", "preset", "parameters", "seed", "versions", "device", "runtime_s", "claims"):
@@ -72,9 +72,9 @@ def test_ledger_json_shape(tmp_path):
 
 def test_duplicate_claim_id_rejected():
     ledger = make_ledger()
-    ledger.record("a", "s", "s", measured=1, predicted=1, check=L.close(atol=1))
+    ledger.record("a", "s", "s", kind="prediction", measured=1, predicted=1, check=L.close(atol=1))
     with pytest.raises(ValueError, match="twice"):
-        ledger.record("a", "s", "s", measured=1, predicted=1, check=L.close(atol=1))
+        ledger.record("a", "s", "s", kind="prediction", measured=1, predicted=1, check=L.close(atol=1))
 
 
 def test_save_uses_environment_variable(tmp_path, monkeypatch):
@@ -84,9 +84,9 @@ def test_save_uses_environment_variable(tmp_path, monkeypatch):
 
 def test_table_and_summary():
     ledger = make_ledger()
-    ledger.record("a", "Thm", "s", measured=0.2066, predicted=0.207, paper_value=0.207, check=L.close(atol=5e-4))
+    ledger.record("a", "Thm", "s", kind="prediction", measured=0.2066, predicted=0.207, paper_value=0.207, check=L.close(atol=5e-4))
     assert "0.207" in ledger.table_markdown() and "reproduced" in ledger.table_markdown()
-    assert ledger.summary().startswith("1 claims") or "1 reproduced" in ledger.summary()
+    assert ledger.summary() == "At the `smoke` preset, seed 3: 1 of 1 predictions reproduced"
 
 
 # Each check with non-zero tolerances, probed just inside and just outside both ends of its
@@ -119,15 +119,70 @@ def test_checks_flip_at_both_ends(check, predicted, low, high):
 
 def test_record_flips_both_ways_and_explains():
     ledger = make_ledger()
-    up = ledger.record("up", "Thm", "s", measured=1.2, predicted=1.0, check=L.close(rtol=0.1, atol=0.05))
-    down = ledger.record("down", "Thm", "s", measured=1.1, predicted=1.0, check=L.close(rtol=0.1, atol=0.05))
+    up = ledger.record("up", "Thm", "s", kind="prediction", measured=1.2, predicted=1.0, check=L.close(rtol=0.1, atol=0.05))
+    down = ledger.record("down", "Thm", "s", kind="prediction", measured=1.1, predicted=1.0, check=L.close(rtol=0.1, atol=0.05))
     assert up["verdict"] == "not reproduced" and down["verdict"] == "reproduced"
     assert "accepted range [0.85, 1.15]" in up["why"] and "accepted range [0.85, 1.15]" in down["why"]
 
 
 def test_load_reads_what_save_wrote(tmp_path):
     ledger = make_ledger()
-    ledger.record("a", "Thm", "s", measured=0.5, predicted=1.0, check=L.at_most(atol=0.1))
+    ledger.record("a", "Thm", "s", kind="prediction", measured=0.5, predicted=1.0, check=L.at_most(atol=0.1))
     data = L.load(ledger.save(tmp_path / "x.json"))
     assert data["claims"][0]["id"] == "a" and data["claims"][0]["verdict"] == "reproduced"
     assert data["counts"]["reproduced"] == 1
+
+
+def mixed_ledger():
+    ledger = make_ledger()
+    ledger.record("p1", "Thm 1", "s", kind="prediction", measured=0.5, predicted=1.0, check=L.at_most())
+    ledger.record("p2", "Thm 1", "s", kind="prediction", measured=1.5, predicted=1.0, check=L.at_most())
+    ledger.record("p3", "Thm 1", "s", kind="prediction", measured=math.nan, predicted=1.0, check=L.at_most())
+    ledger.record("b1", "Thm 2", "s", kind="bound", measured=0.5, predicted=1.0, check=L.at_most(),
+                  assumption=(True, "wide enough"))
+    ledger.record("b2", "Thm 2", "s", kind="bound", measured=0.5, predicted=1.0, check=L.at_most(),
+                  assumption=(False, "width below the theorem's"))
+    ledger.record("b3", "Thm 2", "s", kind="bound", measured=2.0, predicted=1.0, check=L.at_most(),
+                  assumption=(True, "wide enough"))
+    ledger.record("c1", "identity", "s", kind="consistency", measured=0.0, predicted=0.0, check=L.close(atol=1e-12))
+    ledger.observe("e1", "Fig. 1", "a measured curve", measured=0.3)
+    return ledger
+
+
+def test_headline_counts_only_predictions_as_reproductions():
+    assert L.headline(mixed_ledger().claims) == (
+        "1 of 3 predictions reproduced (1 not reproduced, 1 inconclusive); 2 of 3 bounds hold "
+        "(1 with their assumptions met); 1 of 1 consistency checks pass; 1 exploratory measurements")
+
+
+def test_kinds_are_required_and_a_bound_needs_its_assumption():
+    ledger = make_ledger()
+    with pytest.raises(TypeError):
+        ledger.record("x", "s", "s", measured=1, predicted=1, check=L.at_most())
+    with pytest.raises(ValueError, match="kind"):
+        ledger.record("x", "s", "s", kind="guess", measured=1, predicted=1, check=L.at_most())
+    with pytest.raises(ValueError, match="assumption"):
+        ledger.record("x", "s", "s", kind="bound", measured=1, predicted=1, check=L.at_most())
+
+
+def test_tables_split_by_kind_and_give_every_reason():
+    ledger = mixed_ledger()
+    table = ledger.table_markdown()
+    for title in ("Predictions", "Bounds", "Consistency checks", "Exploratory"):
+        assert f"**{title}" in table
+    assert table.count("- `") == len(ledger.claims)  # one reason per claim
+    assert "| passes |" in table and "| **fails** |" in table and "no verdict" in table
+    findings = ledger.findings_markdown()
+    assert "`p2`" in findings and "`b3`" in findings and "`b2`" in findings and "`p3`" in findings
+    assert "`p1`" not in findings and "`c1`" not in findings
+
+
+def test_old_ledgers_fail_validation_with_a_clear_message(tmp_path):
+    data = mixed_ledger().as_dict()
+    assert L.validate_ledger(data) is data
+    for claim in data["claims"]:
+        del claim["kind"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(L.LedgerError, match="no 'kind'.*run the chapter again"):
+        L.load(path)

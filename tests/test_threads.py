@@ -20,7 +20,7 @@ pytestmark = pytest.mark.notebook
 def test_two_threads_give_the_reference_results(tmp_path, paper):
     env = dict(os.environ, OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")
     subprocess.run([sys.executable, "-m", "paperlib", "run", paper, "--preset", "smoke", "--out", str(tmp_path)],
-                   check=True, cwd=P.REPO_ROOT, env=env, capture_output=True, timeout=600)
+                   check=True, cwd=P.REPO_ROOT, env=env, capture_output=True, timeout=3600)  # a hang guard, not a time budget
     ledger = json.loads((tmp_path / f"{paper}.json").read_text())
     reference = json.loads((REFERENCE_DIR / f"{paper}.json").read_text())
     assert ledger["device"].endswith("(2 threads)") and reference["device"].endswith("(1 threads)")

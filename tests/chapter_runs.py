@@ -1,0 +1,31 @@
+"""Running a chapter at the smoke preset from a test, and reading its ledger."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from paperlib import params as P
+
+
+def run_smoke(paper: str, out_dir: Path, parameters: dict | None = None) -> dict:
+    """Execute ``paper`` at smoke with ``parameters`` (values as YAML) and return its ledger."""
+    overrides = [arg for name, value in (parameters or {}).items()
+                 for arg in ("-p", name, json.dumps(value))]  # JSON is YAML, and `-p` values are read as YAML
+    result = subprocess.run([sys.executable, "-m", "paperlib", "run", paper, "--preset", "smoke", "--out", str(out_dir),
+                             *overrides], cwd=P.REPO_ROOT, capture_output=True, text=True, timeout=3600)  # a hang guard only
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((out_dir / f"{paper}.json").read_text())
+
+
+def failed_robust_claims(ledger: dict) -> list:
+    """Robust claims that do not hold: reproduced, or the prediction holds where an assumption is not met."""
+    return [(c["id"], c["verdict"], c["why"]) for c in ledger["claims"]
+            if c["robust"] and not (c["verdict"] in ("reproduced", "assumption not met") and c["prediction_holds"])]
+
+
+def controls(paper: str) -> list[dict]:
+    path = P.PRESET_DIR / paper / "controls.yaml"
+    return (yaml.safe_load(path.read_text()) or []) if path.exists() else []
