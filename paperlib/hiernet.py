@@ -272,6 +272,18 @@ def last_layer_features(arch: str, params: dict, X: torch.Tensor) -> tuple[torch
     raise ValueError(f"no last-layer baseline for {arch!r}")
 
 
+def random_relu_features(X: torch.Tensor, num_features: int, seed: int) -> torch.Tensor:
+    r"""A fixed random feature map :math:`\phi(x)=\sigma(Wx+b)/\sqrt D` with W and b
+    i.i.d. :math:`\mathcal N(0,1/d)` (the ratio of bias to pre-activation of the networks'
+    first layer), D = ``num_features``: Theorem 3's "linear regression over a feature
+    mapping" with D chosen independently of the width.  Returns (N, D) in float64."""
+    gen = torch.Generator().manual_seed(int(seed))
+    d = X.shape[-1]
+    W = torch.randn(num_features, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
+    b = torch.randn(num_features, generator=gen, dtype=torch.float64) / math.sqrt(d)
+    return torch.relu(X.double() @ W.T + b) / math.sqrt(num_features)
+
+
 def _relu_grad(h):
     return (h > 0).to(h.dtype)
 
@@ -405,14 +417,18 @@ class GridFit:
     seconds: float
     steps: int
 
-    def best(self) -> dict:
+    def best(self, on: str = "val") -> dict:
         """group -> index of the configuration with the smallest validation error
-        (None when every configuration of the group diverged)."""
+        (None when every configuration of the group diverged).  ``on="test"`` selects on
+        the test error instead: the paper's protocol, shown beside ours, never used for a verdict."""
+        if on not in ("val", "test"):
+            raise ValueError(f"select on 'val' or 'test', got {on!r}")
+        errors = self.val_error if on == "val" else self.test_error
         chosen = {}
         for index, config in enumerate(self.configs):
             group = config["group"]
             current = chosen.get(group)
-            if np.isfinite(self.val_error[index]) and (current is None or self.val_error[index] < self.val_error[current]):
+            if np.isfinite(errors[index]) and (current is None or errors[index] < errors[current]):
                 chosen[group] = index
         for config in self.configs:
             chosen.setdefault(config["group"], None)

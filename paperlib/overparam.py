@@ -90,3 +90,78 @@ def sgd_rate(mu: float, num_samples: int, kr_min_sq_singular: float, data_norm: 
     """Thm 2.6's per-step contraction of E||r||^2 (eq. 2.10):
     1 - eta_bar mu^4 sigma_min^4 / (144 n nu B^4 ||X||^2)."""
     return 1 - eta_bar * mu**4 * kr_min_sq_singular**2 / (144 * num_samples * nu * bound_b**4 * data_norm**2)
+
+
+def sign_margin_ratio(abs_preactivations, width: int) -> float:
+    """Lemma C.3 with m = floor(k/4): the smallest over data points of the m-th smallest
+    |W_0 x_i| across the k units, divided by the lemma's m/(2k).  ``abs_preactivations``
+    is the n x k matrix |X W_0^T|.  The lemma needs m >= 1, so for k < 4 the ratio is
+    undefined and NaN is returned (the claim is then decided on the other widths)."""
+    import numpy as np
+
+    m = width // 4
+    values = np.sort(np.abs(np.asarray(abs_preactivations, dtype=float)), axis=1)
+    if m < 1 or values.shape[1] < m:
+        return float("nan")
+    return float(values[:, m - 1].min() / (m / (2 * width)))
+
+
+def lemma_c3_failure_probability(num_samples: int, width: int) -> float:
+    """Lemma C.3's failure probability n exp(-m/6) with m = floor(k/4) (infinite for m = 0:
+    the lemma says nothing)."""
+    m = width // 4
+    return num_samples * math.exp(-m / 6) if m >= 1 else math.inf
+
+
+def initial_residual_ratio(var_phi: float) -> float:
+    """E||r_0||^2 / ||y||^2 = 1 + Var phi(g) for even k (1^T v = 0, ||v||^2 = ||y||^2/n;
+    proof of Lemma 6.12)."""
+    return 1.0 + var_phi
+
+
+def lemma_6_12_failure_probability(num_samples: int, data_norm: float, delta: float) -> float:
+    """Lemma 6.12: ||r_0|| <= ||y|| (1 + (1 + delta) B) fails with probability at most
+    exp(-delta^2 n / (2 ||X||^2))."""
+    return math.exp(-delta**2 * num_samples / (2 * data_norm**2))
+
+
+def divergent_raw_step(second_moment_dphi: float, num_samples: int, label_norm: float) -> float:
+    """The raw GD step above which the linearization is unstable at initialization:
+    lambda_max(J0 J0^T) >= tr(J0 J0^T)/n, whose mean is ||v||^2 E[phi'(g)^2] with
+    ||v||^2 = ||y||^2/n, so eta > 2 n / (||y||^2 E phi'^2) gives eta lambda_max > 2 (typically)."""
+    return 2 * num_samples / (label_norm**2 * second_moment_dphi)
+
+
+def bootstrap_threshold_exponent(num_samples, widths, success, num_boot: int = 200, seed: int = 0,
+                                 level: float = 0.5):
+    """Bootstrap the growth exponent a of the success threshold k*(n) ~ n^a.
+
+    ``success`` has shape (len(num_samples), len(widths), trials) with 0/1 entries.  Each
+    replicate resamples the trials of every cell with replacement, takes k*(n) as the
+    ``level`` crossing, and fits log k* against log n over the n whose crossing was
+    reached; replicates where some crossing is not reached are counted apart.  Returns
+    (point estimate, 2.5% and 97.5% quantiles of the replicates, fraction of replicates
+    with an unreached crossing)."""
+    import numpy as np
+
+    from .stats import crossing_point, loglog_slope
+
+    success = np.asarray(success, dtype=float)
+    ns = np.asarray(num_samples, dtype=float)
+
+    def exponent(s):
+        stars = np.array([crossing_point(widths, row.mean(-1), level) for row in s])
+        return loglog_slope(ns, stars), bool(np.all(np.isfinite(stars)))
+
+    point, _ = exponent(success)
+    rng = np.random.default_rng(seed)
+    trials = success.shape[-1]
+    values, unreached = [], 0
+    for _ in range(num_boot):
+        idx = rng.integers(0, trials, size=success.shape)
+        a, complete = exponent(np.take_along_axis(success, idx, axis=-1))
+        unreached += not complete
+        if complete and np.isfinite(a):
+            values.append(a)
+    low, high = (np.quantile(values, [0.025, 0.975]) if values else (float("nan"), float("nan")))
+    return point, float(low), float(high), unreached / num_boot

@@ -155,6 +155,26 @@ def test_train_sgd_reduces_loss_and_records_class_major_residuals(tiny_split):
     assert np.linalg.norm(hist.train_residuals[0] + Y.T.reshape(-1).numpy()) < 0.3 * np.sqrt(64)
 
 
+def test_train_sgd_snapshot_best_is_the_measured_minimum(tiny_split):
+    model, hist = _train(tiny_split, epochs=12, lr=1.0, clean_labels=tiny_split.y_train,
+                         clean_test_labels=tiny_split.y_test, snapshot_best=True)
+    # the first epoch with the lowest clean test error, as np.argmin finds it
+    assert hist.best_epoch == int(hist.epochs[int(np.argmin(hist.test_error_clean))])
+    assert set(hist.snapshots) == {hist.best_epoch}
+    replay = ResNetNoBN(**SMALL)
+    replay.load_state_dict(hist.snapshots[hist.best_epoch])
+    Yt = one_hot(tiny_split.y_test, 10)
+    rt = stack_outputs(evaluate(replay, tiny_split.X_test) - Yt).numpy()
+    # the snapshot replayed: the same float32 forward pass, O(1) residuals, a few roundings at scale 1
+    np.testing.assert_allclose(hist.test_residuals[hist.index_of(hist.best_epoch)], rt, rtol=0,
+                               atol=rounding(1.0, 1, eps=EPS32))
+    # off by default, and refused without clean test labels
+    _, plain = _train(tiny_split, epochs=2)
+    assert plain.best_epoch is None
+    with pytest.raises(ValueError):
+        _train(tiny_split, epochs=2, snapshot_best=True)
+
+
 def test_train_sgd_is_deterministic_and_record_every(tiny_split):
     _, h1 = _train(tiny_split, epochs=5, record_every=2)
     _, h2 = _train(tiny_split, epochs=5, record_every=2)

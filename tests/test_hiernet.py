@@ -172,6 +172,35 @@ def test_grid_selection_per_seed():
     assert fit.best() == {("main", 0): 1, ("main", 1): None}
 
 
+def test_grid_selection_on_test_is_the_papers_protocol():
+    """best(on="test") picks the smallest test error per group, independently of validation."""
+    configs = hn.grid_configs([0.1, 0.2, 0.5], [0.0], range(2), target="main")
+    val = np.array([0.5, 0.3, 0.4, 0.2, np.inf, 0.1])
+    test = np.array([0.1, 0.3, 0.2, np.inf, 0.05, 0.4])
+    fit = hn.GridFit("2layer", 8, configs, val, test, torch.zeros(6, 1, 1), np.zeros(6, bool), {}, 0.0, 0)
+    assert fit.best() == {("main", 0): 1, ("main", 1): 5}
+    assert fit.best(on="test") == {("main", 0): 0, ("main", 1): 4}
+    with pytest.raises(ValueError):
+        fit.best(on="train")
+
+
+def test_random_relu_features_are_a_fixed_relu_map():
+    """Against an explicit per-feature loop with the same draws; deterministic in the seed and
+    independent of the number of rows (the same map applied to any input)."""
+    X = hc.hypercube(7, 10, generator(0, "rf"))
+    Phi = hn.random_relu_features(X, 5, seed=3)
+    gen = torch.Generator().manual_seed(3)
+    W = torch.randn(5, 10, generator=gen, dtype=torch.float64) / math.sqrt(10)
+    b = torch.randn(5, generator=gen, dtype=torch.float64) / math.sqrt(10)
+    for n in range(7):
+        for j in range(5):
+            value = max(0.0, float(sum(W[j, i] * X[n, i] for i in range(10)) + b[j])) / math.sqrt(5)
+            # a dot product of 10 terms plus the bias, each side: 11 roundings at the scale of sum |W x| + |b|
+            assert abs(float(Phi[n, j]) - value) <= rounding(scale=float((W[j].abs() * X[n].abs()).sum() + b[j].abs()), terms=11)
+    torch.testing.assert_close(hn.random_relu_features(X[:3], 5, seed=3), Phi[:3], rtol=0, atol=0)
+    assert not torch.equal(hn.random_relu_features(X, 5, seed=4), Phi)
+
+
 # ------------------------------------------------------------------ forward_parts and fit_grid
 
 

@@ -100,3 +100,44 @@ def test_sgd_step_and_rate_are_theorem_2_6():
         overparam.sgd_step(mu, n, y_norm, sigma_sq, x_norm, **defaults))
     assert overparam.sgd_rate(mu, n, sigma_sq, x_norm) == pytest.approx(
         overparam.sgd_rate(mu, n, sigma_sq, x_norm, **defaults), abs=rounding(1.0, 2))
+
+
+def test_sign_margin_ratio_needs_four_units():
+    """Lemma C.3 with m = k // 4: undefined (NaN, not ZeroDivisionError) for k < 4."""
+    Z = np.array([[0.1, -0.3, 0.2, 0.5, -0.05, 0.7, 0.9, 1.0]])
+    # k = 8, m = 2: second smallest |z| is 0.1; the lemma's level is m/(2k) = 1/8
+    assert overparam.sign_margin_ratio(Z, 8) == pytest.approx(0.1 / 0.125)
+    for k in (2, 3):
+        assert math.isnan(overparam.sign_margin_ratio(Z[:, :k], k))
+    assert overparam.lemma_c3_failure_probability(10, 3) == math.inf
+    assert overparam.lemma_c3_failure_probability(10, 24) == pytest.approx(10 * math.exp(-1))
+
+
+def test_initial_residual_identity_and_lemma_6_12():
+    """E||r0||^2/||y||^2 = 1 + Var phi, checked by Monte Carlo on a tiny network."""
+    rng = np.random.default_rng(0)
+    n, d, k, draws = 6, 3, 10, 40000
+    X = rng.standard_normal((n, d)); X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = rng.standard_normal(n)
+    v = np.where(np.arange(k) % 2 == 0, 1.0, -1.0) * np.linalg.norm(y) / math.sqrt(k * n)
+    W = rng.standard_normal((draws, k, d))
+    f = np.maximum(np.einsum("nd,bkd->bnk", X, W), 0) @ v
+    ratio = (np.linalg.norm(f - y, axis=1) ** 2).mean() / (y @ y)
+    assert ratio == pytest.approx(overparam.initial_residual_ratio(0.5 - 1 / (2 * math.pi)), rel=0.02)
+    assert overparam.lemma_6_12_failure_probability(8, 2.0, 1.0) == pytest.approx(math.exp(-1))
+
+
+def test_divergent_raw_step():
+    assert overparam.divergent_raw_step(0.5, 20, math.sqrt(20)) == pytest.approx(4.0)
+
+
+def test_bootstrap_threshold_exponent_recovers_linear_threshold():
+    """Thresholds k* = n/5 exactly (success iff k >= n/5): exponent 1 at every replicate."""
+    ns, widths = [20, 40, 80], np.arange(1, 25)
+    success = np.array([[[float(k >= n / 5)] * 4 for k in widths] for n in ns])
+    point, low, high, unreached = overparam.bootstrap_threshold_exponent(ns, widths, success, num_boot=20)
+    # interpolated crossings are n/5 - 1/2 (3.5, 7.5, 15.5), whose log-log slope is 1.07
+    assert point == pytest.approx(1.0, abs=0.1)
+    assert low == pytest.approx(point) and high == pytest.approx(point) and unreached == 0
+    success[-1] = 0.0  # the threshold of the largest n is never reached
+    assert overparam.bootstrap_threshold_exponent(ns, widths, success, num_boot=5)[3] == 1.0
