@@ -431,12 +431,22 @@ def load(path: str | os.PathLike) -> dict:
     return validate_ledger(json.loads(Path(path).read_text()), str(path))
 
 
+# what a result depends on: a change here, uncommitted, makes the revision "-dirty"
+SOURCE_PATHS = ("paperlib", "notebooks", "requirements.txt", "pyproject.toml")
+
+
 def git_revision() -> str | None:
-    """The short commit, with ``-dirty`` when the working tree has uncommitted changes
-    (so a result is never credited to a commit that does not hold its code)."""
+    """The short commit, with ``-dirty`` when the code or notebooks that produce results
+    (:data:`SOURCE_PATHS`) have uncommitted changes, so that a result is never credited to a
+    commit that does not hold its code. Other files (tests, references, docs) do not count."""
+    root = Path(__file__).resolve().parent.parent
     try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
-                             text=True, cwd=Path(__file__).parent, timeout=5)
-        return out.stdout.strip() or None
+        head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
+                              cwd=root, timeout=5).stdout.strip()
+        if not head:
+            return None
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *SOURCE_PATHS],
+                                 capture_output=True, text=True, cwd=root, timeout=5).stdout.strip()
+        return head + ("-dirty" if changed else "")
     except (OSError, subprocess.SubprocessError):
         return None

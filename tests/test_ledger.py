@@ -186,3 +186,13 @@ def test_old_ledgers_fail_validation_with_a_clear_message(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(L.LedgerError, match="no 'kind'.*run the chapter again"):
         L.load(path)
+
+
+def test_git_revision_marks_uncommitted_source_changes():
+    import subprocess
+    revision = L.git_revision()
+    head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
+                          cwd=L.Path(L.__file__).parent).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *L.SOURCE_PATHS],
+                           capture_output=True, text=True, cwd=L.Path(L.__file__).parent.parent).stdout.strip()
+    assert revision == head + ("-dirty" if dirty else "")
