@@ -10,6 +10,9 @@ MATHJAX := .mathjax/mathjax/tex-mml-chtml.js
 export PYTHONHASHSEED := 0
 # threads per pytest worker in `make test`: 1, or what OMP_NUM_THREADS says (`OMP_NUM_THREADS=2 make test`)
 TEST_THREADS := $(or $(OMP_NUM_THREADS),1)
+# pytest workers: as many as the cores hold at TEST_THREADS threads each (oversubscribed
+# torch processes slow each other down many times over)
+TEST_WORKERS := $(shell $(PYTHON) -c "import os; print(max(1, len(os.sched_getaffinity(0)) // $(TEST_THREADS)))")
 
 .PHONY: book test install clean reference benchmark
 
@@ -31,9 +34,7 @@ book: install
 
 test: install
 	$(PY) -m paperlib nbval-prepare --out _build/nbval
-	# one thread per worker unless OMP_NUM_THREADS says otherwise: two 2-thread torch processes
-	# on 2 cores slow each other down many times over
-	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n 2 --dist loadfile --nbval-lax tests _build/nbval
+	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --nbval-lax tests _build/nbval
 	# the unit tests again at 2 threads: another BLAS kernel must not change an outcome
 	OMP_NUM_THREADS=2 $(PY) -m pytest -q -m "not notebook" tests
 	$(JB) build -W -n --keep-going --path-output _build/test-book .
