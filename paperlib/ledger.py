@@ -383,6 +383,13 @@ def claims_table_markdown(claims: list[dict]) -> str:
     return "\n\n".join(blocks + ["**Why each verdict**\n\n" + "\n".join(reasons)])
 
 
+def robust_failures(claims: list[dict]) -> list[dict]:
+    """Claims marked robust (they should hold at every seed and preset) that do not hold
+    here: neither reproduced nor an unmet assumption with the prediction holding."""
+    return [c for c in claims if c["robust"]
+            and not (c["verdict"] in (REPRODUCED, ASSUMPTION_NOT_MET) and c["prediction_holds"])]
+
+
 def findings_markdown(claims: list[dict], preset, seed) -> str:
     """The Verdicts paragraph, generated from the ledger so that it is true at every preset
     and seed: the headline, then every prediction that did not reproduce, every bound that
@@ -393,6 +400,8 @@ def findings_markdown(claims: list[dict], preset, seed) -> str:
 
     sections = [f"At the `{preset}` preset and seed {seed}: {headline(claims)}."]
     groups = [
+        ("Robust claims that do not hold at this seed (a finding: they are expected to hold at every seed)",
+         robust_failures(claims)),
         ("Predictions not reproduced", [c for c in claims if c["kind"] == PREDICTION and c["verdict"] == NOT_REPRODUCED]),
         ("Predictions whose assumption is not met", [c for c in claims if c["kind"] == PREDICTION
                                                      and c["verdict"] == ASSUMPTION_NOT_MET]),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from paperlib import ledger as ledger_module
 from paperlib import params as P
 
 
@@ -21,9 +22,8 @@ def run_smoke(paper: str, out_dir: Path, parameters: dict | None = None) -> dict
 
 
 def failed_robust_claims(ledger: dict) -> list:
-    """Robust claims that do not hold: reproduced, or the prediction holds where an assumption is not met."""
-    return [(c["id"], c["verdict"], c["why"]) for c in ledger["claims"]
-            if c["robust"] and not (c["verdict"] in ("reproduced", "assumption not met") and c["prediction_holds"])]
+    """Robust claims that do not hold (see `ledger.robust_failures`), with verdict and reason."""
+    return [(c["id"], c["verdict"], c["why"]) for c in ledger_module.robust_failures(ledger["claims"])]
 
 
 def controls(paper: str) -> list[dict]:

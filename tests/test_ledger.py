@@ -196,3 +196,14 @@ def test_git_revision_marks_uncommitted_source_changes():
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *L.SOURCE_PATHS],
                            capture_output=True, text=True, cwd=L.Path(L.__file__).parent.parent).stdout.strip()
     assert revision == head + ("-dirty" if dirty else "")
+
+
+def test_findings_name_robust_claims_that_fail_at_this_seed():
+    ledger = make_ledger()
+    ledger.record("held", "s", "s", kind="prediction", measured=1.0, predicted=1.0, check=L.close(atol=0.1), robust=True)
+    ledger.record("broke", "s", "s", kind="prediction", measured=2.0, predicted=1.0, check=L.close(atol=0.1), robust=True)
+    ledger.record("fragile", "s", "s", kind="prediction", measured=2.0, predicted=1.0, check=L.close(atol=0.1))
+    assert [c["id"] for c in L.robust_failures(ledger.claims)] == ["broke"]
+    robust_section = ledger.findings_markdown().split("**Predictions not reproduced**")[0]
+    assert "Robust claims that do not hold" in robust_section
+    assert "`broke`" in robust_section and "`fragile`" not in robust_section and "`held`" not in robust_section
