@@ -49,6 +49,7 @@ benchmark: install
 	$(PY) benchmarks/hiernet_grid_and_entk.py
 	$(PY) benchmarks/mask_recursion_ntk.py
 	$(PY) benchmarks/distance_stats.py
+	$(PY) benchmarks/sweep_vs_sequential.py
 
 clean:
 	rm -rf _build book/chapters book/generated runs

@@ -1,4 +1,4 @@
-"""Command line: ``python -m paperlib run|list|book|reference|nbval-prepare``."""
+"""Command line: ``python -m paperlib run|sweep|sweep-report|list|book|reference|nbval-prepare``."""
 
 from __future__ import annotations
 
@@ -31,6 +31,40 @@ def cmd_run(args) -> int:
     data = load(ledger)
     print(f"executed {notebook} in {time.perf_counter() - start:.1f} s")
     print(f"ledger   {ledger}: {headline(data['claims'])}")
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from . import sweep as S
+    from .runner import paper_name
+    paper = paper_name(args.notebook)
+    grid = _parse_overrides(args.grid)
+    runs = S.plan(paper, args.preset, S.parse_seeds(args.seeds), _parse_overrides(args.param), grid)
+    if args.timeout <= 0:
+        raise P.ParameterError(f"--timeout must be positive, got {args.timeout}")
+    out = Path(args.out or f"sweeps/{paper}-{args.preset}")
+    workers, threads = S.cluster_shape(len(runs), workers=args.workers, threads=args.threads_per_worker)
+    print(f"{len(runs)} run(s) of {paper} at {args.preset} in {out}: "
+          f"{'scheduler ' + args.scheduler if args.scheduler else f'{workers} worker(s)'} x {threads} thread(s)")
+    reports = S.sweep(runs, out, workers=workers, threads=threads, scheduler=args.scheduler,
+                      timeout_s=args.timeout)
+    result = S.aggregate(paper, args.preset, out, reports)
+    skipped = sum(r["status"] == "skipped" for r in reports)
+    print(f"{len(reports) - len(result['failed'])} run(s) finished ({skipped} reused), "
+          f"{len(result['failed'])} failed; aggregate in {out / (paper + '.sweep.json')}")
+    for failure in result["failed"]:
+        print(f"  {failure['status']}: {failure['name']} (log: {failure['log']})", file=sys.stderr)
+    return 1 if result["failed"] else 0
+
+
+def cmd_sweep_report(args) -> int:
+    from .sweep import write_report
+    written = write_report(args.sweep_dir)
+    if not written:
+        print(f"error: no *.sweep.json in {args.sweep_dir}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
     return 0
 
 
@@ -91,6 +125,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="runs", help="output folder (default: runs)")
     run.add_argument("--log-output", action="store_true", help="stream the notebook's output")
     run.set_defaults(func=cmd_run)
+
+    sweep = sub.add_parser("sweep", help="run a notebook over seeds and a parameter grid on Dask")
+    sweep.add_argument("notebook")
+    sweep.add_argument("--preset", default="default", help="smoke, default or full")
+    sweep.add_argument("--seeds", default="0-2", help="e.g. 0-4 or 0,3,7-8 (default 0-2)")
+    sweep.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                       help="a parameter fixed for every run (VALUE read as YAML)")
+    sweep.add_argument("--grid", nargs=2, action="append", metavar=("NAME", "VALUES"),
+                       help="a parameter to sweep: a YAML list, e.g. --grid width '[16, 32]'")
+    sweep.add_argument("--workers", type=int, default=None, help="runs at a time (default: fill the cores)")
+    sweep.add_argument("--threads-per-worker", type=int, default=None,
+                       help="threads of each run (default: cores // workers)")
+    sweep.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
+    sweep.add_argument("--timeout", type=float, default=3600.0, help="seconds before a run is killed")
+    sweep.add_argument("--out", default=None, help="output folder (default: sweeps/NOTEBOOK-PRESET)")
+    sweep.set_defaults(func=cmd_sweep)
+
+    report = sub.add_parser("sweep-report", help="render a sweep's aggregate as Markdown and a figure")
+    report.add_argument("sweep_dir")
+    report.set_defaults(func=cmd_sweep_report)
 
     sub.add_parser("list", help="name the notebooks and their parameters").set_defaults(func=cmd_list)
 
