@@ -10,6 +10,9 @@ MATHJAX := .mathjax/mathjax/tex-mml-chtml.js
 export PYTHONHASHSEED := 0
 # threads per pytest worker in `make test`: 1, or what OMP_NUM_THREADS says (`OMP_NUM_THREADS=2 make test`)
 TEST_THREADS := $(or $(OMP_NUM_THREADS),1)
+# seeds of the published book: `make book BOOK_SEEDS=0-2` runs every chapter for three seeds
+# (the sweep) and shows each claim's verdict across them; seed 0 is the narrative
+BOOK_SEEDS ?= 0
 # pytest workers: as many as the cores hold at TEST_THREADS threads each (oversubscribed
 # torch processes slow each other down many times over)
 TEST_WORKERS := $(shell $(PYTHON) -c "import os; print(max(1, len(os.sched_getaffinity(0)) // $(TEST_THREADS)))")
@@ -28,7 +31,7 @@ $(MATHJAX):
 	bash .ci/fetch-mathjax.sh
 
 book: install
-	$(PY) -m paperlib book --preset default
+	$(PY) -m paperlib book --preset default --seeds $(BOOK_SEEDS)
 	$(JB) build -W -n --keep-going .
 	@echo "Open _build/html/index.html"
 

@@ -80,7 +80,12 @@ def cmd_list(args) -> int:
 
 def cmd_book(args) -> int:
     from .book import build_chapters
-    ledgers = build_chapters(args.preset, args.runs or f"_build/runs/{args.preset}")
+    seeds = None
+    if args.seeds:
+        from .sweep import parse_seeds
+        seeds = parse_seeds(args.seeds)
+    ledgers = build_chapters(args.preset, args.runs or f"_build/runs/{args.preset}", seeds=seeds,
+                             workers=args.workers, threads=args.threads_per_worker)
     print(f"{len(ledgers)} chapter(s) ready in book/chapters at preset {args.preset!r}")
     return 0
 
@@ -151,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     book = sub.add_parser("book", help="execute (or reuse) every chapter for the book build")
     book.add_argument("--preset", default="default")
     book.add_argument("--runs", default=None, help="run folder (default: _build/runs/PRESET)")
+    book.add_argument("--seeds", default=None, help="run every chapter for these seeds too (e.g. 0-2) and "
+                                                    "show each claim's verdict over them")
+    book.add_argument("--workers", type=int, default=None, help="runs at a time with --seeds")
+    book.add_argument("--threads-per-worker", type=int, default=None, help="threads of each run with --seeds")
     book.set_defaults(func=cmd_book)
 
     ref = sub.add_parser("reference", help="regenerate the committed smoke references for nbval")

@@ -213,22 +213,28 @@ def sweep(runs: list[RunSpec], out_dir: str | os.PathLike, *, workers: int | Non
 DECIDED = (REPRODUCED, NOT_REPRODUCED, ASSUMPTION_NOT_MET)
 
 
-def aggregate_verdict(counts: dict) -> str:
+AGGREGATE_WORDS = {"prediction": ("reproduced", "not reproduced"), "bound": ("holds", "fails"),
+                   "consistency": ("passes", "fails")}
+
+
+def aggregate_verdict(counts: dict, kind: str = "prediction") -> str:
     """The verdict of a claim over seeds, inconclusive runs kept apart:
     ``reproduced in every seed`` when every decided run reproduced it, ``reproduced in most
     seeds`` when more than half did, ``assumption not met in every seed`` when no decided run
-    met it, ``not reproduced`` otherwise, and ``inconclusive in every seed`` when no run decided."""
+    met it, ``not reproduced`` otherwise, and ``inconclusive in every seed`` when no run decided
+    (a bound ``holds`` or ``fails``, a consistency check ``passes`` or ``fails``)."""
+    success, failure = AGGREGATE_WORDS[kind]
     decided = sum(counts.get(v, 0) for v in DECIDED)
     reproduced = counts.get(REPRODUCED, 0)
     if decided == 0:
         return "inconclusive in every seed"
     if reproduced == decided:
-        return "reproduced in every seed"
+        return f"{success} in every seed"
     if 2 * reproduced > decided:
-        return "reproduced in most seeds"
+        return f"{success} in most seeds"
     if counts.get(ASSUMPTION_NOT_MET, 0) == decided:
         return "assumption not met in every seed"
-    return NOT_REPRODUCED
+    return failure
 
 
 def summarise(values: list) -> dict | None:
@@ -270,7 +276,8 @@ def aggregate_point(ledgers: list[dict]) -> dict:
                      summary=summarise(entry["measured"]),
                      pass_fraction=(counts.get(REPRODUCED, 0) / decided) if decided else None,
                      inconclusive=counts.get(INCONCLUSIVE, 0))
-        entry["aggregate"] = (aggregate_verdict(counts) if entry["kind"] != "exploratory" else "no verdict")
+        entry["aggregate"] = (aggregate_verdict(counts, entry["kind"]) if entry["kind"] != "exploratory"
+                              else "no verdict")
     return claims
 
 
@@ -289,7 +296,7 @@ def aggregate(paper: str, preset: str, out_dir: str | os.PathLike, reports: list
             run["provenance"] = {key: ledger.get(key) for key in
                                  ("git", "device", "runtime_s", "versions", "overrides", "seed", "preset")}
         point["runs"].append(run)
-    result = {"paper": paper, "preset": preset, "rule": aggregate_verdict.__doc__.split("\n\n")[0].strip(),
+    result = {"paper": paper, "preset": preset, "rule": " ".join(aggregate_verdict.__doc__.split()),
               "points": [{"parameters": p["parameters"], "seeds": [l["seed"] for l in p["ledgers"]],
                           "claims": aggregate_point(p["ledgers"]), "runs": p["runs"]} for p in points.values()],
               "failed": [r for r in reports if r["status"] in ("failed", "timeout")]}

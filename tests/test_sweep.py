@@ -52,6 +52,8 @@ def test_aggregate_verdict_rule_keeps_inconclusive_apart():
     assert S.aggregate_verdict({"reproduced": 1, "not reproduced": 1}) == "not reproduced"
     assert S.aggregate_verdict({"assumption not met": 3}) == "assumption not met in every seed"
     assert S.aggregate_verdict({"inconclusive": 3}) == "inconclusive in every seed"
+    assert S.aggregate_verdict({"reproduced": 3}, "bound") == "holds in every seed"
+    assert S.aggregate_verdict({"reproduced": 1, "not reproduced": 2}, "consistency") == "fails"
 
 
 def test_summary_is_median_range_and_percentile_bootstrap_interval():
@@ -91,7 +93,7 @@ def test_aggregate_counts_verdicts_and_summarises_measurements(tmp_path):
     assert p["counts"] == {"not reproduced": 1, "reproduced": 2}
     assert p["aggregate"] == "reproduced in most seeds" and p["pass_fraction"] == pytest.approx(2 / 3)
     assert p["summary"]["median"] == 0.9 and p["predicted"] == 1.0
-    assert c["aggregate"] == "reproduced in most seeds"
+    assert c["aggregate"] == "passes in most seeds"
     assert [r["name"] for r in result["failed"]] == ["seed=3"]
     assert all(run.get("provenance", {}).get("seed") == run["seed"] for run in point["runs"][:3])
     markdown = S.report_markdown(result)
@@ -144,5 +146,28 @@ def test_smoke_sweep_of_a_chapter_on_two_workers(tmp_path):
         for claim in point["claims"].values():
             assert sum(claim["counts"].values()) == 2
             if claim["kind"] == "consistency":
-                assert claim["aggregate"] == "reproduced in every seed"
+                assert claim["aggregate"] == "passes in every seed"
     assert S.write_report(tmp_path)
+
+
+def test_book_adds_the_seed_table_to_the_verdicts_section_and_the_claims_page(tmp_path):
+    import nbformat
+    from paperlib import book
+    reports = []
+    for seed, measured in [(0, 0.5), (1, 0.9), (2, 1.5)]:
+        run = S.RunSpec("demo", "smoke", seed)
+        (tmp_path / run.name).mkdir()
+        (tmp_path / run.name / "demo.json").write_text(json.dumps(hand_made_ledger(seed, measured, True)))
+        reports.append({"name": run.name, "seed": seed, "parameters": {}, "status": "done", "log": ""})
+    point = S.aggregate("demo", "smoke", tmp_path, reports)["points"][0]
+    chapter = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("## Verdicts"),
+                                              nbformat.v4.new_code_cell("display(findings)"),
+                                              nbformat.v4.new_markdown_cell("## Changes to checks")])
+    nbformat.write(chapter, tmp_path / "demo.ipynb")
+    book.add_seed_table(tmp_path / "demo.ipynb", point, tmp_path / "out.ipynb")
+    cells = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells
+    assert cells[2].source.startswith("**Across seeds** (0, 1, 2)") and cells[3].source == "## Changes to checks"
+    assert "| `p` | prediction | reproduced in most seeds | 0.67 | 0 | 0.9 [0.5, 1.5] |" in cells[2].source
+    page = book.claims_status_markdown([hand_made_ledger(0, 0.5, True) | {"paper": "demo"}], {"demo": point})
+    assert "Over seeds: 0 of 1 predictions reproduced in every seed (1 reproduced in most seeds)" in page
+    assert "| `p` | prediction | Thm 1 | reproduced | reproduced in most seeds |" in page
