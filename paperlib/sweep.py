@@ -264,7 +264,8 @@ def aggregate_point(ledgers: list[dict]) -> dict:
         for claim in ledger["claims"]:
             entry = claims.setdefault(claim["id"], {
                 "kind": claim["kind"], "source": claim["source"], "statement": claim["statement"],
-                "robust": claim["robust"], "predicted": claim["predicted"], "seeds": [], "verdicts": [],
+                "robust": claim["robust"], "predicted": claim["predicted"], "check": claim.get("check"),
+                "tolerance": claim.get("tolerance"), "seeds": [], "verdicts": [],
                 "measured": []})
             entry["seeds"].append(ledger["seed"])
             entry["verdicts"].append(claim["verdict"])
@@ -339,43 +340,74 @@ def report_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def accepted_range(claim: dict) -> tuple[float, float] | None:
+    """The check's accepted range for the claim's prediction, as the ledger computed it."""
+    from .ledger import Check
+    spec, predicted = claim.get("check"), claim.get("predicted")
+    if not spec:
+        return None
+    check = Check(spec["kind"], float(spec["rtol"]), float(spec["atol"]), float(spec["low"]), float(spec["high"]))
+    real = isinstance(predicted, (int, float)) and not isinstance(predicted, bool) and math.isfinite(predicted)
+    if not real and check.kind in ("close", "at_most", "at_least"):
+        return None
+    low, high = check.bounds(predicted)
+    return float(low), float(high)
+
+
+VERDICT_STYLE = {REPRODUCED: ("o", "tab:green"), NOT_REPRODUCED: ("x", "tab:red"),
+                 ASSUMPTION_NOT_MET: ("s", "tab:orange"), INCONCLUSIVE: ("d", "tab:gray")}
+
+
 def report_figure(result: dict, path: str | os.PathLike) -> Path | None:
     """One panel per prediction with a real-valued measurement: measured against seed (one
-    series per grid point), with the predicted value or band. None when nothing to draw."""
+    column of points per grid point), each point marked by its verdict, with the predicted
+    value (dashed) and the check's accepted range (shaded). None when nothing to draw."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
     ids = sorted({cid for p in result["points"] for cid, c in p["claims"].items()
                   if c["kind"] == "prediction" and c["summary"]})
     if not ids:
         return None
     cols = min(4, len(ids))
     rows = math.ceil(len(ids) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.4 * rows + 0.6), squeeze=False)
+    several = len(result["points"]) > 1
     for ax, cid in zip(axes.flat, ids):
-        for point in result["points"]:
+        for index, point in enumerate(result["points"]):
             claim = point["claims"].get(cid)
             if not claim or not claim["summary"]:
                 continue
-            label = ", ".join(f"{k}={_fmt(v)}" for k, v in point["parameters"].items()) or "preset"
-            ax.plot(claim["seeds"], claim["measured"], "o", label=label)
+            x = [seed + 0.15 * index if several else seed for seed in claim["seeds"]]
+            for xi, yi, verdict in zip(x, claim["measured"], claim["verdicts"]):
+                marker, colour = VERDICT_STYLE.get(verdict, ("o", "k"))
+                ax.plot(xi, yi, marker=marker, color=colour, ls="none")
+            accepted = accepted_range(claim) if index == 0 else None
+            if accepted:
+                below, above = ax.get_ylim()
+                low = accepted[0] if math.isfinite(accepted[0]) else below
+                high = accepted[1] if math.isfinite(accepted[1]) else above
+                ax.axhspan(low, high, color="tab:blue", alpha=0.12, lw=0)
+                if not (math.isfinite(accepted[0]) and math.isfinite(accepted[1])):
+                    ax.set_ylim(min(below, low), max(above, high))
             predicted = claim["predicted"]
             if isinstance(predicted, (int, float)) and not isinstance(predicted, bool) and math.isfinite(predicted):
                 ax.axhline(predicted, color="k", lw=1, ls="--")
-            elif (isinstance(predicted, list) and len(predicted) == 2
-                  and all(isinstance(v, (int, float)) and math.isfinite(v) for v in predicted)):
-                ax.axhspan(min(predicted), max(predicted), color="k", alpha=0.1)
         ax.set_title(cid, fontsize=8)
-        ax.set_xlabel("seed", fontsize=7)
+        ax.set_xlabel("seed" + (" (grid points side by side)" if several else ""), fontsize=7)
         ax.set_ylabel("measured", fontsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(ids):]:
         ax.axis("off")
-    if len(result["points"]) > 1:
-        axes.flat[0].legend(fontsize=6)
-    fig.suptitle(f"{result['paper']} at {result['preset']}: measured per seed; dashed line or band: predicted",
-                 fontsize=9)
-    fig.tight_layout()
+    handles = [Line2D([], [], marker=m, color=c, ls="none", label=v) for v, (m, c) in VERDICT_STYLE.items()]
+    handles += [Line2D([], [], color="k", ls="--", label="predicted"),
+                matplotlib.patches.Patch(color="tab:blue", alpha=0.12, label="accepted range")]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
+    fig.suptitle(f"{result['paper']} at {result['preset']}: each prediction's measurement per seed", fontsize=9)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.97))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return Path(path)
