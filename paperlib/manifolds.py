@@ -330,10 +330,22 @@ def train_theory(Z: torch.Tensor, labels: torch.Tensor, num_classes: int, hidden
     return A.detach(), B.detach()
 
 
+MLP_LOSSES = ("sum", "mean")
+
+
 def train_mlp(X: torch.Tensor, labels: torch.Tensor, num_classes: int, width: int, *, epochs: int, batch_size: int,
-              lr: float, weight_decay: float, generator: torch.Generator, device="cpu"):
-    """The paper track: a 3-layer MLP d -> w -> w -> m (ReLU), SGD, MSE (mean) on one-hot targets, weight
-    decay on weights only. Returns the model; its representation is the penultimate post-ReLU layer."""
+              lr: float, weight_decay: float, generator: torch.Generator, device="cpu", loss: str = "sum",
+              on_epoch=None):
+    """The paper track: a 3-layer MLP d -> w -> w -> m (ReLU), SGD, squared loss on one-hot targets, weight
+    decay (SGD's ``weight_decay``, i.e. the penalty weight_decay/2 ||w||^2) on weights only.
+
+    ``loss="sum"``: the paper's "l2 loss", ||y_hat - y||^2 summed over the m outputs and averaged over the
+    batch. ``loss="mean"``: torch's ``mse_loss`` default, which also averages over the m outputs, so its data
+    gradient is m times smaller against the same weight decay (the reading used before; it collapses).
+    ``on_epoch(epoch, model)`` is called after every epoch (epoch counts from 1), for traces.
+    Returns the model; its representation is the penultimate post-ReLU layer."""
+    if loss not in MLP_LOSSES:
+        raise ValueError(f"loss must be one of {MLP_LOSSES}, got {loss!r}")
     torch.manual_seed(int(torch.randint(0, 2 ** 31 - 1, (1,), generator=generator)))
     model = torch.nn.Sequential(torch.nn.Linear(X.shape[1], width), torch.nn.ReLU(),
                                 torch.nn.Linear(width, width), torch.nn.ReLU(),
@@ -344,14 +356,27 @@ def train_mlp(X: torch.Tensor, labels: torch.Tensor, num_classes: int, width: in
     model.to(device)
     X = X.float().to(device)
     Y = torch.nn.functional.one_hot(labels, num_classes).float().to(device)
-    for _ in range(epochs):
+    for epoch in range(1, epochs + 1):
         order = torch.randperm(X.shape[0], generator=generator).to(device)
         for start in range(0, X.shape[0], batch_size):
             idx = order[start:start + batch_size]
             opt.zero_grad(set_to_none=True)
-            torch.nn.functional.mse_loss(model(X[idx]), Y[idx]).backward()
+            residual = model(X[idx]) - Y[idx]
+            value = (residual ** 2).sum(1).mean() if loss == "sum" else (residual ** 2).mean()
+            value.backward()
             opt.step()
+        if on_epoch is not None:
+            with torch.no_grad():
+                on_epoch(epoch, model)
     return model.cpu()
+
+
+def effective_rank(R: torch.Tensor) -> float:
+    """The entropy effective rank of the centred rows of R (Roy & Vetterli 2007): exp of the Shannon entropy
+    of the normalised squared singular values. k for k orthogonal directions of equal spread, 1 for a line."""
+    s2 = torch.linalg.svdvals((R - R.mean(0)).double()) ** 2
+    p = s2[s2 > 0] / s2.sum()
+    return float(torch.exp(-(p * torch.log(p)).sum()))
 
 
 def mlp_representation(model, X: torch.Tensor) -> torch.Tensor:

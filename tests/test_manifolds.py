@@ -313,17 +313,22 @@ def mlp_forward(params, X):
     return z1, h1, z2, h2, h2 @ W3.T + b3
 
 
-def test_train_mlp_matches_hand_written_sgd_and_representation_is_penultimate():
+@pytest.mark.parametrize("loss", ["sum", "mean"])
+def test_train_mlp_matches_hand_written_sgd_and_representation_is_penultimate(loss):
     """Two epochs of minibatch SGD (batches 4, 4, 2: the last one partial) replayed in float64 with
     backpropagation and the update written by hand, from the same initial weights and batch order.
-    Catches: a sum instead of a mean in the MSE (or a mean over the nominal batch size), weight
-    decay on the biases or none on the weights, a wrong batch order, and for mlp_representation the
-    pre-ReLU layer, the first layer or the output instead of the penultimate post-ReLU layer."""
+    Catches: for loss "sum" (the paper's ||y_hat - y||^2) a mean over the outputs, for "mean" (torch's
+    mse_loss) a sum over them, a sum over the batch (or a mean over the nominal batch size), weight
+    decay on the biases or none on the weights, a wrong batch order, a callback not called once per
+    epoch, and for mlp_representation the pre-ReLU layer, the first layer or the output instead of
+    the penultimate post-ReLU layer."""
     N, d, width, m, batch, epochs, lr, wd = 10, 5, 8, 3, 4, 2, 0.1, 0.01
     X = torch.randn(N, d, generator=generator(0, "mlp-x"), dtype=torch.float64)
     labels = torch.arange(N) % m
+    calls = []
     model = mf.train_mlp(X, labels, m, width, epochs=epochs, batch_size=batch, lr=lr, weight_decay=wd,
-                         generator=generator(0, "mlp"))
+                         generator=generator(0, "mlp"), loss=loss, on_epoch=lambda e, mod: calls.append(e))
+    assert calls == list(range(1, epochs + 1))
     g = generator(0, "mlp")
     torch.manual_seed(int(torch.randint(0, 2 ** 31 - 1, (1,), generator=g)))   # the documented init
     init = torch.nn.Sequential(torch.nn.Linear(d, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
@@ -337,7 +342,7 @@ def test_train_mlp_matches_hand_written_sgd_and_representation_is_penultimate():
             idx = order[start:start + batch]
             W1, b1, W2, b2, W3, b3 = params
             z1, h1, z2, h2, out = mlp_forward(params, x[idx])
-            d_out = 2 * (out - Y[idx]) / out.numel()
+            d_out = 2 * (out - Y[idx]) / (out.shape[0] if loss == "sum" else out.numel())
             d_z2 = (d_out @ W3) * (z2 > 0)
             d_z1 = (d_z2 @ W2) * (z1 > 0)
             grads = [d_z1.T @ x[idx], d_z1.sum(0), d_z2.T @ h1, d_z2.sum(0), d_out.T @ h2, d_out.sum(0)]
@@ -361,3 +366,31 @@ def test_train_mlp_matches_hand_written_sgd_and_representation_is_penultimate():
     torch.testing.assert_close(rep, h2, rtol=0, atol=rounding(float(a2.max()), d + width + 2, eps=EPS32))
     with torch.no_grad():
         assert torch.equal(model[4](rep.float()), model(X.float()))   # the last layer maps it to the output
+
+
+def test_train_mlp_rejects_an_unknown_loss():
+    with pytest.raises(ValueError, match="loss must be one of"):
+        mf.train_mlp(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), 2, 4, epochs=1, batch_size=2, lr=0.1,
+                     weight_decay=0.0, generator=generator(0, "mlp"), loss="l1")
+
+
+def test_effective_rank_against_numpy_and_its_limits():
+    """exp(entropy) of the normalised squared singular values of the centred rows, computed with numpy's SVD;
+    k orthogonal directions of equal spread give k, a line gives 1, and a shift of every row changes nothing."""
+    R = torch.randn(60, 12, generator=generator(0, "erank"), dtype=torch.float64) * torch.linspace(0.1, 2, 12)
+    Rc = R.numpy() - R.numpy().mean(0)
+    s2 = np.linalg.svd(Rc, compute_uv=False) ** 2
+    p = s2 / s2.sum()
+    expected = float(np.exp(-(p * np.log(p)).sum()))
+    # entropy of 12 probabilities: each log and product rounds a few times, at the scale of log(12) * e^H
+    assert abs(mf.effective_rank(R) - expected) <= rounding(expected * math.log(12), 12 * 4)
+    assert abs(mf.effective_rank(R + 5.0) - expected) <= 1e-9 * expected   # centring removes the shift;
+    # the shift 5 costs a few digits through the centring's cancellation (|R + 5| / |R| ~ 10), far above eps
+    k = 4
+    basis = torch.linalg.qr(torch.randn(12, k, generator=generator(0, "erank-b"), dtype=torch.float64))[0]
+    signs = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, -1.0, 1.0, -1.0], [1.0, 1.0, -1.0, -1.0], [1.0, -1.0, -1.0, 1.0]],
+                         dtype=torch.float64)
+    equal = torch.cat([signs, -signs]) @ basis.T   # 8 centred rows whose covariance is a multiple of the projector
+    assert abs(mf.effective_rank(equal) - k) <= rounding(k, 8 * 4)
+    line = torch.arange(10, dtype=torch.float64)[:, None] * torch.ones(1, 5, dtype=torch.float64)
+    assert abs(mf.effective_rank(line) - 1) <= rounding(1, 10 * 5)
