@@ -270,3 +270,79 @@ def balancedness_residual(layers: list) -> float:
         num += float((incoming - outgoing).abs().sum())
         den += float((incoming + outgoing).sum())
     return num / den
+
+
+# ------------------------------------------------------------------ deep linear networks (§3, C1)
+
+
+def init_linear(layer_widths: Sequence[int], seeds: Sequence[int], init_scale: float = 1.0,
+                pad_width: int | None = None) -> list:
+    r"""Stacked bias-free linear networks :math:`A_\theta=W_L\cdots W_1` in float64, He-initialized at their own
+    widths (:math:`W_\ell\sim N(0,2/n_{\ell-1})`, the last :math:`N(0,1/n_{L-1})`) times ``init_scale``.
+
+    With ``pad_width`` the hidden widths are zero-padded to it, so that networks of several widths share one
+    stack. The padding is exact under gradient training with the L2 penalty: a zero hidden unit has zero
+    incoming and zero outgoing weights, hence zero gradient (its output is 0 and nothing flows back through
+    it), and Adam moves a parameter whose gradient has always been 0 by exactly 0."""
+    if pad_width is not None and pad_width < max(layer_widths[1:-1], default=0):
+        raise ValueError(f"pad_width {pad_width} is below a hidden width of {list(layer_widths)}")
+    weights = [W.double() for W, _ in init_params(layer_widths, seeds, init_scale, dtype=torch.float64)]
+    if pad_width is None:
+        return weights
+    padded = []
+    last = len(weights) - 1
+    for index, W in enumerate(weights):
+        rows = W.shape[1] if index == last else pad_width
+        cols = W.shape[2] if index == 0 else pad_width
+        Z = torch.zeros(W.shape[0], rows, cols, dtype=torch.float64)
+        Z[:, :W.shape[1], :W.shape[2]] = W
+        padded.append(Z)
+    return padded
+
+
+def linear_product(weights: list) -> torch.Tensor:
+    r""":math:`A_\theta=W_L\cdots W_1` (batched over a leading stack axis when there is one)."""
+    product = weights[0]
+    for W in weights[1:]:
+        product = W @ product
+    return product
+
+
+@dataclass
+class LinearFit:
+    weights: list  # trained stacked weights, float64
+    squared_norm: np.ndarray  # (S,) sum_l ||W_l||_F^2 at the end
+    objective: np.ndarray  # (S,) ||A_theta - A||_F^2 + lambda ||theta||^2 at the end
+    final_lr: float  # the learning rate of the last step
+    seconds: float = 0.0
+
+
+def train_linear_adam(weights: list, target: torch.Tensor, *, weight_decay: float, steps: int, lr: float,
+                      final_lr_fraction: float = 0.1) -> LinearFit:
+    r"""Full-batch Adam on :math:`\|W_L\cdots W_1-A\|_F^2+\lambda\sum_\ell\|W_\ell\|_F^2` for stacked linear
+    networks (float64), the learning rate decaying exponentially from ``lr`` to ``final_lr_fraction * lr``
+    (the same schedule as :func:`train_adam`)."""
+    if steps <= 0 or lr <= 0:
+        raise ValueError(f"steps and lr must be positive, got {steps}, {lr}")
+    start = time.perf_counter()
+    params = [W.detach().clone().double().requires_grad_(True) for W in weights]
+    A = target.double()
+    optimizer = torch.optim.Adam(params, lr=lr)
+    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=final_lr_fraction ** (1.0 / steps))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is faster
+    last_lr = lr
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        norm = sum((W ** 2).sum((-2, -1)) for W in params)
+        loss = ((linear_product(params) - A) ** 2).sum((-2, -1)) + weight_decay * norm
+        loss.sum().backward()
+        last_lr = optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        scheduler.step()
+    torch.set_num_threads(threads)
+    trained = [W.detach() for W in params]
+    with torch.no_grad():
+        norm = sum((W ** 2).sum((-2, -1)) for W in trained)
+        objective = ((linear_product(trained) - A) ** 2).sum((-2, -1)) + weight_decay * norm
+    return LinearFit(trained, norm.numpy(), objective.numpy(), last_lr, time.perf_counter() - start)

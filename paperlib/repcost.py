@@ -36,6 +36,38 @@ def linear_expansion(singular: np.ndarray, depth: int) -> dict:
             "three_terms": float(depth * len(logs) + 2 * logs.sum() + 2 * (logs ** 2).sum() / depth)}
 
 
+def regularized_linear_optimum(singular, depth: int, weight_decay: float) -> tuple[np.ndarray, float, float]:
+    r"""The global minimum of :math:`\|A_\theta-A\|_F^2+\lambda\|\theta\|^2` over depth-L linear networks, from the
+    closed form: it equals :math:`\min_B\|B-A\|_F^2+\lambda R(B;L)`, and by von Neumann's trace inequality the
+    optimal B shares A's singular vectors, so each singular value s of A gives the scalar problem
+    :math:`\min_{t\ge0}\varphi(t)=(t-s)^2+\lambda Lt^{2/L}`.
+
+    For t > 0, :math:`\varphi'(t)=0` reads :math:`h(t)=(s-t)t^{1-2/L}=\lambda`; h vanishes at 0 and s and
+    increases up to :math:`t_p=s(1-2/L)/(2-2/L)`, so the local minimum is the root in [t_p, s] (found by
+    bisection) and the global one is the better of it and t = 0 (for L = 2, :math:`t=\max(s-\lambda,0)`).
+
+    Returns (t, sum_i L t_i^{2/L}, the minimal objective): the singular values of the optimal product, the
+    norm of a minimizer (the representation cost of that product) and the minimum itself."""
+    s = np.asarray(singular, dtype=float)
+    if depth < 2 or weight_decay < 0 or np.any(s < 0):
+        raise ValueError(f"need depth >= 2, weight_decay >= 0 and s >= 0, got {depth}, {weight_decay}, {s}")
+    phi = lambda t: (t - s) ** 2 + weight_decay * depth * t ** (2.0 / depth)
+    if weight_decay == 0:
+        t = s.copy()
+    else:
+        h = lambda t: (s - t) * t ** (1 - 2.0 / depth)
+        low = s * (1 - 2.0 / depth) / (2 - 2.0 / depth)
+        high = s.copy()
+        has_root = h(low) > weight_decay if depth > 2 else s > weight_decay
+        for _ in range(200):  # bisection to float64 resolution (each step halves [low, high])
+            mid = (low + high) / 2
+            above = h(mid) > weight_decay  # h decreases on [t_p, s]: the root lies above mid
+            low, high = np.where(above, mid, low), np.where(above, high, mid)
+        root = (low + high) / 2
+        t = np.where(has_root & (phi(root) < phi(np.zeros_like(s))), root, 0.0)
+    return t, float(np.sum(depth * t ** (2.0 / depth))), float(np.sum(phi(t)))
+
+
 def matrix_with_singular_values(rows: int, cols: int, singular, generator: torch.Generator) -> torch.Tensor:
     """U diag(s) V^T with Haar-random U, V."""
     s = torch.as_tensor(singular, dtype=torch.float64)

@@ -366,3 +366,82 @@ def test_symmetry_cost_is_the_dense_frobenius_distance():
     # the expanded form cancels |v|^4 + |M|^2 against 2 v^T M v: error ~ d^2 roundings of the largest term
     scale = float(((V * V).sum(-1) ** 2).max()) + float((M * M).sum()) + float(dense.max())
     torch.testing.assert_close(rc.symmetry_cost(V, w, E), dense, rtol=0, atol=rounding(scale, d * d))
+
+
+# ------------------------------------------------------------------ trained deep linear networks (C1's falsifier)
+
+
+@pytest.mark.parametrize("s, depth, lam", [([3.0, 1.0], 2, 0.1), ([3.0, 1.0], 4, 0.01), ([3.0, 1.0, 0.2], 8, 0.05),
+                                           ([2.0, 0.3], 8, 0.3)])
+def test_regularized_linear_optimum_against_a_dense_grid(s, depth, lam):
+    """Brute force over t in [0, s] on a grid of spacing h, per singular value (the last case has t = 0
+    optimal for s = 0.3: the thresholded, rank-underestimating optimum)."""
+    t, norm, objective = rc.regularized_linear_optimum(s, depth, lam)
+    grid_objective, grid_norm = 0.0, 0.0
+    for value in s:
+        grid = np.linspace(0.0, value, 400_001)
+        phi = (grid - value) ** 2 + lam * depth * grid ** (2.0 / depth)
+        best = int(np.argmin(phi))
+        grid_objective += float(phi[best])
+        grid_norm += depth * grid[best] ** (2.0 / depth)
+    # the bisection is a minimum to float64 resolution, so it is never above the grid's (up to rounding of
+    # a few terms of size s^2); the grid is within h * max|phi'| of it, h = s / 4e5 and |phi'| <= 2s + 2 lam
+    # t^(2/L-1), which stays below 10 at the grid minimum of these cases: 1e-4 covers it with slack
+    assert objective <= grid_objective + rounding(max(s) ** 2, 3 * len(s))
+    assert objective == pytest.approx(grid_objective, abs=1e-4)
+    # the norm of the argmin: the grid's argmin is within about sqrt(1e-4 / phi'') of the true one
+    assert norm == pytest.approx(grid_norm, abs=0.02)
+    if s[-1] == 0.3:
+        assert t[-1] == 0.0 and t[0] > 0
+
+
+@pytest.mark.parametrize("depth", [2, 3, 6])
+def test_regularized_linear_optimum_is_stationary_in_parameter_space(depth):
+    """The balanced factorization of B* = U diag(t*) V^T is a critical point of ||A_theta - A||^2 + lam ||theta||^2
+    (autograd, an independent computation), and its norm and objective are the ones returned."""
+    g = generator(1, "reg-opt", depth)
+    s, lam = [3.0, 1.0], 0.05
+    A = rc.matrix_with_singular_values(5, 5, s, g)
+    U, _, Vh = torch.linalg.svd(A)
+    t, norm, objective = rc.regularized_linear_optimum(s, depth, lam)
+    B = U[:, :2] * torch.as_tensor(t) @ Vh[:2]
+    Ws = [W.clone().requires_grad_(True) for W in rc.min_norm_factorization(B, depth, g)]
+    loss = ((df.linear_product(Ws) - A) ** 2).sum() + lam * sum((W ** 2).sum() for W in Ws)
+    loss.backward()
+    # the gradient is a sum of terms of size |A| |W|^(L-1) <= 3 * 3^(L-1 / L) < 10 built from ~L * 5 * 5
+    # products; the root t* is exact to a few ulps of t, so phi'(t*) is a few rounding errors of size 10
+    largest = max(float(W.grad.abs().max()) for W in Ws)
+    assert largest <= rounding(10.0, depth * 25)
+    assert float(loss.detach()) == pytest.approx(objective, abs=rounding(10.0, depth * 25))
+    assert sum(float((W ** 2).sum()) for W in Ws) == pytest.approx(norm, abs=rounding(10.0, depth * 25))
+
+
+def test_zero_padded_widths_train_exactly_like_the_narrow_network():
+    A = rc.matrix_with_singular_values(4, 4, [2.0, 0.5], generator(0, "pad"))
+    narrow = df.init_linear([4, 3, 3, 4], [7], 0.7)
+    padded = df.init_linear([4, 3, 3, 4], [7], 0.7, pad_width=6)
+    fit_narrow = df.train_linear_adam(narrow, A, weight_decay=0.01, steps=60, lr=0.01)
+    fit_padded = df.train_linear_adam(padded, A, weight_decay=0.01, steps=60, lr=0.01)
+    for W_n, W_p in zip(fit_narrow.weights, fit_padded.weights):
+        block = W_p[:, :W_n.shape[1], :W_n.shape[2]]
+        # the padding stays exactly 0 (zero gradient, so Adam's update is exactly 0)
+        outside = W_p.clone()
+        outside[:, :W_n.shape[1], :W_n.shape[2]] = 0.0
+        assert bool((outside == 0).all())
+        # the block follows the narrow run: the extra terms of each product are exact zeros, so only the
+        # summation order of the matrix kernels can differ; 60 Adam steps of O(lr) each, each step's
+        # rounding relative to parameters of O(1): rounding(1, 60 * 6)
+        torch.testing.assert_close(block, W_n, rtol=0.0, atol=rounding(1.0, 60 * 6))
+
+
+def test_trained_linear_network_reaches_the_closed_form_minimum():
+    """Two layers (the nuclear-norm case, no spurious local minima): Adam reaches the predicted objective."""
+    A = rc.matrix_with_singular_values(4, 4, [2.0, 0.5], generator(0, "train-lin"))
+    fit = df.train_linear_adam(df.init_linear([4, 6, 4], [3, 4], 0.5), A, weight_decay=0.05, steps=1500, lr=0.01)
+    _, norm, objective = rc.regularized_linear_optimum([2.0, 0.5], 2, 0.05)
+    # optimisation, not rounding: Adam's final step is lr / 10 = 1e-3 per coordinate, so the objective is
+    # resolved to about lr_final * |gradient scale| ~ 1e-3 and the norm to 2 lr_final sum|theta| ~ 0.05
+    assert np.all(np.abs(fit.objective - objective) < 1e-3)
+    assert np.all(np.abs(fit.squared_norm - norm) < 0.05)
+    # the last step runs at lr * 0.1^((steps - 1) / steps): the scheduler steps after it
+    assert fit.final_lr == pytest.approx(0.01 * 0.1 ** (1499 / 1500), rel=rounding(1.0, 1500))
