@@ -132,36 +132,81 @@ def divergent_raw_step(second_moment_dphi: float, num_samples: int, label_norm: 
     return 2 * num_samples / (label_norm**2 * second_moment_dphi)
 
 
+def bootstrap_thresholds(widths, success, num_boot: int = 200, seed: int = 0, level: float = 0.5):
+    """Bootstrap replicates of the success threshold k* of every row of a success table.
+
+    ``success`` has shape (rows, len(widths), trials) with 0/1 entries (a row is one n).  Each
+    replicate resamples, with replacement, the trials of every (row, width) cell independently
+    (the cells' draws are independent), and takes k* of each row as the ``level`` crossing of
+    its success rate over ``widths`` (:func:`paperlib.stats.crossing_point`).  Returns an array
+    of shape (num_boot, rows), NaN where a replicate's crossing is not reached inside the grid.
+
+    Written out rather than with ``scipy.stats.bootstrap``: the statistic is undefined (the
+    crossing lies beyond the grid) in some replicates, and those must be kept and counted,
+    not turned into a NaN interval."""
+    import numpy as np
+
+    from .stats import crossing_point
+
+    success = np.asarray(success, dtype=float)
+    rng = np.random.default_rng(seed)
+    trials = success.shape[-1]
+    replicates = np.empty((num_boot, success.shape[0]))
+    for b in range(num_boot):
+        idx = rng.integers(0, trials, size=success.shape)
+        resampled = np.take_along_axis(success, idx, axis=-1).mean(-1)
+        replicates[b] = [crossing_point(widths, row, level) for row in resampled]
+    return replicates
+
+
+def percentile_interval(replicates, coverage: float = 0.95):
+    """Percentile interval of bootstrap replicates, column by column (shape (num_boot, columns)).
+
+    A NaN replicate (a crossing beyond the grid) counts as +inf, i.e. above every reached value,
+    so an interval whose upper end is inf says that more than (1 - coverage)/2 of the replicates
+    did not reach the crossing.  The quantiles are order statistics (``inverted_cdf``), so no
+    interpolation with inf occurs.  Returns (low, high) arrays."""
+    import numpy as np
+
+    values = np.where(np.isnan(replicates), np.inf, np.asarray(replicates, dtype=float))
+    tail = (1 - coverage) / 2
+    low = np.quantile(values, tail, axis=0, method="inverted_cdf")
+    high = np.quantile(values, 1 - tail, axis=0, method="inverted_cdf")
+    return low, high
+
+
 def bootstrap_threshold_exponent(num_samples, widths, success, num_boot: int = 200, seed: int = 0,
                                  level: float = 0.5):
     """Bootstrap the growth exponent a of the success threshold k*(n) ~ n^a.
 
-    ``success`` has shape (len(num_samples), len(widths), trials) with 0/1 entries.  Each
-    replicate resamples the trials of every cell with replacement, takes k*(n) as the
-    ``level`` crossing, and fits log k* against log n over the n whose crossing was
-    reached; replicates where some crossing is not reached are counted apart.  Returns
-    (point estimate, 2.5% and 97.5% quantiles of the replicates, fraction of replicates
-    with an unreached crossing)."""
+    ``success`` has shape (len(num_samples), len(widths), trials) with 0/1 entries.  The
+    replicates are :func:`bootstrap_thresholds`'; each fits log k* against log n.  Replicates
+    where some crossing is not reached have no exponent and are counted apart.  Returns
+    (point estimate, 2.5% and 97.5% quantiles of the exponents of the complete replicates,
+    fraction of replicates with an unreached crossing)."""
     import numpy as np
 
     from .stats import crossing_point, loglog_slope
 
     success = np.asarray(success, dtype=float)
     ns = np.asarray(num_samples, dtype=float)
-
-    def exponent(s):
-        stars = np.array([crossing_point(widths, row.mean(-1), level) for row in s])
-        return loglog_slope(ns, stars), bool(np.all(np.isfinite(stars)))
-
-    point, _ = exponent(success)
-    rng = np.random.default_rng(seed)
-    trials = success.shape[-1]
-    values, unreached = [], 0
-    for _ in range(num_boot):
-        idx = rng.integers(0, trials, size=success.shape)
-        a, complete = exponent(np.take_along_axis(success, idx, axis=-1))
-        unreached += not complete
-        if complete and np.isfinite(a):
-            values.append(a)
+    point = loglog_slope(ns, [crossing_point(widths, row.mean(-1), level) for row in success])
+    replicates = bootstrap_thresholds(widths, success, num_boot, seed, level)
+    complete = np.all(np.isfinite(replicates), axis=1)
+    values = [a for a in (loglog_slope(ns, row) for row in replicates[complete]) if np.isfinite(a)]
     low, high = (np.quantile(values, [0.025, 0.975]) if values else (float("nan"), float("nan")))
-    return point, float(low), float(high), unreached / num_boot
+    return point, float(low), float(high), float(1 - complete.mean())
+
+
+def linear_model_residual_norms(gram, initial_residual, step: float, iters):
+    """||(I - eta K)^tau r_0|| at each tau in ``iters``: the residual of GD on the network linearized
+    at W_0, whose Jacobian Gram matrix is K = J0 J0^T (the model behind the prediction
+    1 - eta lambda_min(K)).  Computed in the eigenbasis of K, in float64.  Fitting its late slope
+    over the window used for a measured run tells whether that window is long enough for the
+    slowest mode to dominate (then the fitted gap is eta lambda_min(K))."""
+    import numpy as np
+
+    eigenvalues, eigenvectors = np.linalg.eigh(np.asarray(gram, dtype=np.float64))
+    coefficients = eigenvectors.T @ np.asarray(initial_residual, dtype=np.float64)
+    taus = np.asarray(iters, dtype=np.float64)[:, None]
+    return np.linalg.norm((1.0 - step * eigenvalues)[None, :] ** taus * coefficients[None, :], axis=1)

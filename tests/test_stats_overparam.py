@@ -141,3 +141,50 @@ def test_bootstrap_threshold_exponent_recovers_linear_threshold():
     assert low == pytest.approx(point) and high == pytest.approx(point) and unreached == 0
     success[-1] = 0.0  # the threshold of the largest n is never reached
     assert overparam.bootstrap_threshold_exponent(ns, widths, success, num_boot=5)[3] == 1.0
+
+
+def test_bootstrap_thresholds_matches_the_exact_resampling_distribution():
+    """One row, widths 1, 2, 3, two trials per cell: successes (0, 0), (0, 1), (1, 1). Only the middle
+    cell varies under resampling: its rate is 0, 1/2 or 1 with probabilities 1/4, 1/2, 1/4, which puts
+    the 50% crossing at 2.5, 2.0 or 1.5 (linear interpolation, worked by hand). The replicate
+    frequencies must match within 5 binomial standard errors."""
+    success = np.array([[[0.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
+    num_boot = 4000
+    replicates = overparam.bootstrap_thresholds([1, 2, 3], success, num_boot=num_boot, seed=3)
+    assert replicates.shape == (num_boot, 1)
+    for value, probability in ((2.5, 0.25), (2.0, 0.5), (1.5, 0.25)):
+        frequency = np.mean(np.isclose(replicates[:, 0], value, rtol=0, atol=rounding(3.0, 4)))
+        assert frequency == pytest.approx(probability, abs=5 * math.sqrt(probability * (1 - probability) / num_boot))
+    # a row whose success never reaches 1/2 gives NaN in every replicate
+    never = np.zeros((1, 3, 2))
+    assert np.all(np.isnan(overparam.bootstrap_thresholds([1, 2, 3], never, num_boot=5)))
+
+
+def test_percentile_interval_is_the_order_statistic_and_counts_unreached_as_infinite():
+    """inverted_cdf quantile q of N values is the ceil(q N)-th smallest; NaN (crossing beyond the grid)
+    sorts above every number."""
+    rng = np.random.default_rng(1)
+    column = rng.permutation(np.arange(1.0, 51.0))  # 50 values: q N is not an integer, so rounding of q cannot matter
+    with_nan = np.concatenate([np.arange(1.0, 46.0), [np.nan] * 5])  # 10% not reached
+    low, high = overparam.percentile_interval(np.stack([column, with_nan], axis=1), coverage=0.95)
+    ordered = np.sort(column)
+    assert low[0] == ordered[math.ceil(0.025 * 50) - 1] and high[0] == ordered[math.ceil(0.975 * 50) - 1]
+    assert low[1] == math.ceil(0.025 * 50) and high[1] == math.inf  # the value of rank r is r
+
+
+def test_linear_model_residual_norms_match_explicit_iteration():
+    """The eigenbasis formula against r <- r - eta K r iterated directly, for a random PSD K."""
+    rng = np.random.default_rng(2)
+    n, steps = 7, 60
+    A = rng.standard_normal((n, 2 * n))
+    K = A @ A.T / (2 * n)
+    r0 = rng.standard_normal(n)
+    step = 0.9 / np.linalg.eigvalsh(K).max()
+    r, expected = r0.copy(), [np.linalg.norm(r0)]
+    for _ in range(steps):
+        r = r - step * K @ r
+        expected.append(np.linalg.norm(r))
+    iters = np.arange(steps + 1)
+    got = overparam.linear_model_residual_norms(K, r0, step, iters)
+    # each iterate is a product of <= steps contractions of an n-vector; the eigendecomposition adds O(n) roundings
+    assert got == pytest.approx(np.array(expected), rel=0, abs=rounding(np.linalg.norm(r0), (steps + 1) * n))
