@@ -311,3 +311,23 @@ def test_fit_grid_equals_separate_training_prediction_and_test_error():
     seed1 = [c for c, config in enumerate(configs) if config["seed"] == 1 and config["lr"] == 0.0]
     assert torch.equal(fit.params["W"][seed0[0]], fit.params["W"][seed0[1]])
     assert not torch.equal(fit.params["W"][seed0[0]], fit.params["W"][seed1[0]])
+
+
+def test_ridge_path_falls_back_to_the_clipped_spectrum():
+    """A ridge at which K + rI is not positive definite (K with a negative eigenvalue, as rounding can
+    leave in a Gram matrix) takes the eigendecomposition path with the spectrum clipped at zero."""
+    g = generator(0, "ridge-fallback")
+    Q, _ = torch.linalg.qr(torch.randn(12, 12, generator=g, dtype=torch.float64))
+    evals = torch.linspace(-1e-3, 2.0, 12, dtype=torch.float64)
+    K = Q @ torch.diag(evals) @ Q.T
+    K_test = torch.randn(5, 12, generator=g, dtype=torch.float64)
+    Y = torch.randn(12, 2, generator=g, dtype=torch.float64)
+    ridges = [1e-4, 0.5]  # K + 1e-4 I is indefinite (Cholesky fails), K + 0.5 I is positive definite
+    (pred,) = hn.ridge_path(K, Y, ridges, K_test)
+    clipped = Q @ torch.diag(1 / (evals.clamp_min(0) + ridges[0])) @ Q.T
+    # the independent formula in the eigenbasis of Q: condition (2 + 1e-4) / 1e-4 ~ 2e4, so the two
+    # computations agree to rounding(2e4, 12) ~ 4e-10 relative; rtol 1e-8 is 25x that
+    torch.testing.assert_close(pred[0], K_test @ clipped @ Y, rtol=1e-8, atol=1e-10)
+    direct = K_test @ torch.linalg.solve(K + ridges[1] * torch.eye(12, dtype=torch.float64), Y)
+    # the Cholesky path: condition (2 + 0.5) / (0.5 - 1e-3) ~ 5, rounding(5, 12) ~ 1e-13; rtol 1e-10 is ample
+    torch.testing.assert_close(pred[1], direct, rtol=1e-10, atol=1e-12)
