@@ -77,9 +77,7 @@ def run_notebook(paper: str, preset: str = "default", overrides: dict | None = N
         previous = os.environ.get("PAPERLIB_LEDGER")
         os.environ["PAPERLIB_LEDGER"] = str(ledger.resolve())
         try:
-            papermill.execute_notebook(str(source), str(executed), parameters=parameters,
-                                       cwd=str(P.NOTEBOOK_DIR), kernel_name="python3",
-                                       progress_bar=False, log_output=log_output)
+            execute_with_kernel_retry(papermill, source, executed, parameters, log_output)
         except Exception as error:  # papermill raises PapermillExecutionError and friends
             if executed.exists():
                 shutil.copy(executed, out_dir / f"{name}.failed.ipynb")
@@ -99,6 +97,31 @@ def run_notebook(paper: str, preset: str = "default", overrides: dict | None = N
     if stale.exists():
         stale.unlink()
     return out_dir / f"{name}.ipynb", out_dir / f"{name}.json"
+
+
+KERNEL_START_FAILURES = ("Kernel died before replying to kernel_info", "Address already in use")
+
+
+def execute_with_kernel_retry(papermill, source: Path, executed: Path, parameters: dict, log_output: bool,
+                              attempts: int = 3) -> None:
+    """papermill.execute_notebook, tried again when the kernel fails to start: kernels started
+    at the same moment (a sweep) can race for the same ZMQ port. No cell has run by then, so
+    trying again cannot change a result."""
+    import random
+    import time
+    for attempt in range(attempts):
+        try:
+            papermill.execute_notebook(str(source), str(executed), parameters=parameters,
+                                       cwd=str(P.NOTEBOOK_DIR), kernel_name="python3",
+                                       progress_bar=False, log_output=log_output)
+            return
+        except Exception as error:  # papermill and jupyter_client raise RuntimeError and zmq errors
+            started = executed.exists() and any(
+                cell.get("execution_count") for cell in json.loads(executed.read_text()).get("cells", []))
+            if attempt == attempts - 1 or started or not any(m in str(error) for m in KERNEL_START_FAILURES):
+                raise
+            print(f"kernel failed to start ({error}); trying again", flush=True)
+            time.sleep(1 + 2 * random.random())
 
 
 def content_stamp(paper: str, preset: str) -> str:

@@ -64,7 +64,8 @@ class RunSpec:
 
 
 def _slug(value) -> str:
-    return re.sub(r"[^A-Za-z0-9._=+-]", "_", json.dumps(value, separators=(",", ":")))
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return re.sub(r"[^A-Za-z0-9._=+-]", "_", text)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -187,7 +188,7 @@ def sweep(runs: list[RunSpec], out_dir: str | os.PathLike, *, workers: int | Non
     else:
         # each task only waits on its subprocess, so worker threads suffice; the runs are processes
         cluster = LocalCluster(n_workers=1, threads_per_worker=workers, processes=False,
-                               dashboard_address=None)
+                               dashboard_address=":0")  # any free port: sweeps side by side must not collide
         client = Client(cluster)
     reports = []
     try:

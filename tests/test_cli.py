@@ -69,3 +69,30 @@ def test_cross_parameter_relations_stop_the_run(tmp_path, capsys, args, fragment
     code = main(["run", "resnet-beyond-kernels", "--preset", "smoke", "--out", str(tmp_path), *args])
     assert code == 2 and fragment in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_kernel_that_fails_to_start_is_started_again_but_a_failing_cell_is_not(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from paperlib import runner
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    calls = []
+
+    def flaky(source, executed, **kwargs):
+        calls.append(1)
+        if len(calls) < 3:
+            raise RuntimeError("Kernel died before replying to kernel_info")
+
+    runner.execute_with_kernel_retry(SimpleNamespace(execute_notebook=flaky), tmp_path / "s.ipynb",
+                                     tmp_path / "e.ipynb", {}, False)
+    assert len(calls) == 3
+
+    def cell_fails(source, executed, **kwargs):
+        calls.append(1)
+        raise RuntimeError("ZeroDivisionError in cell 7")
+
+    calls.clear()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        runner.execute_with_kernel_retry(SimpleNamespace(execute_notebook=cell_fails), tmp_path / "s.ipynb",
+                                         tmp_path / "e.ipynb", {}, False)
+    assert len(calls) == 1
