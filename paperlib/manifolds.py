@@ -372,8 +372,9 @@ def train_mlp(X: torch.Tensor, labels: torch.Tensor, num_classes: int, width: in
 
 
 def effective_rank(R: torch.Tensor) -> float:
-    """The entropy effective rank of the centred rows of R (Roy & Vetterli 2007): exp of the Shannon entropy
-    of the normalised squared singular values. k for k orthogonal directions of equal spread, 1 for a line."""
+    """An entropy effective rank of the centred rows of R: exp of the Shannon entropy of the normalised
+    squared singular values (the variance spectrum; Roy & Vetterli 2007 normalise the singular values
+    themselves). k for k orthogonal directions of equal spread, 1 for a line."""
     s2 = torch.linalg.svdvals((R - R.mean(0)).double()) ** 2
     p = s2[s2 > 0] / s2.sum()
     return float(torch.exp(-(p * torch.log(p)).sum()))
