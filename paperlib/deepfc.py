@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch.func import jvp, vjp
 
+from .devices import one_cpu_thread
 from .seeding import derive_seed
 
 
@@ -139,17 +140,15 @@ def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float
     history = []
     # weight decay drives unused weights towards 0: float32 denormals would slow every step 2-4x
     flush = torch.set_flush_denormal(True)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # these matrices are tiny: one thread is faster than two (measured)
-    for step in range(steps):
-        optimizer.zero_grad(set_to_none=True)
-        loss = regularized_loss(pairs(), X, Y, weight_decay, slope)
-        loss.sum().backward()
-        optimizer.step()
-        scheduler.step()
-        if step % log_every == 0 or step == steps - 1:
-            history.append(loss.detach().double().cpu().numpy().copy())
-    torch.set_num_threads(threads)
+    with one_cpu_thread(device):  # these matrices are tiny: one thread is faster than two (measured)
+        for step in range(steps):
+            optimizer.zero_grad(set_to_none=True)
+            loss = regularized_loss(pairs(), X, Y, weight_decay, slope)
+            loss.sum().backward()
+            optimizer.step()
+            scheduler.step()
+            if step % log_every == 0 or step == steps - 1:
+                history.append(loss.detach().double().cpu().numpy().copy())
     if flush:
         torch.set_flush_denormal(False)
     with torch.no_grad():
@@ -329,18 +328,16 @@ def train_linear_adam(weights: list, target: torch.Tensor, *, weight_decay: floa
     A = target.double()
     optimizer = torch.optim.Adam(params, lr=lr)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=final_lr_fraction ** (1.0 / steps))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: one thread is faster
     last_lr = lr
-    for _ in range(steps):
-        optimizer.zero_grad(set_to_none=True)
-        norm = sum((W ** 2).sum((-2, -1)) for W in params)
-        loss = ((linear_product(params) - A) ** 2).sum((-2, -1)) + weight_decay * norm
-        loss.sum().backward()
-        last_lr = optimizer.param_groups[0]["lr"]
-        optimizer.step()
-        scheduler.step()
-    torch.set_num_threads(threads)
+    with one_cpu_thread(A.device):  # tiny matrices: one thread is faster
+        for _ in range(steps):
+            optimizer.zero_grad(set_to_none=True)
+            norm = sum((W ** 2).sum((-2, -1)) for W in params)
+            loss = ((linear_product(params) - A) ** 2).sum((-2, -1)) + weight_decay * norm
+            loss.sum().backward()
+            last_lr = optimizer.param_groups[0]["lr"]
+            optimizer.step()
+            scheduler.step()
     trained = [W.detach() for W in params]
     with torch.no_grad():
         norm = sum((W ** 2).sum((-2, -1)) for W in trained)
