@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
 from pathlib import Path
 
@@ -39,7 +41,7 @@ def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = 
     if 0 not in seeds:
         raise P.ParameterError("--seeds must include seed 0, the run each chapter's narrative shows")
     from . import sweep as S
-    runs = [spec for paper in papers for spec in S.plan(paper, preset, seeds)]
+    runs = [spec for paper in longest_first(papers, run_dir / "seeds") for spec in S.plan(paper, preset, seeds)]
     reports = S.sweep(runs, run_dir / "seeds", workers=workers, threads=threads)
     failed = [r for r in reports if r["status"] in ("failed", "timeout")]
     if failed:
@@ -54,6 +56,15 @@ def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = 
     ledgers = load_ledgers(run_dir)
     write_claims_table(ledgers, aggregates)
     return ledgers
+
+
+def longest_first(papers: list[str], seeds_dir: Path) -> list[str]:
+    """Chapters ordered by their longest recorded run time in ``seeds_dir``, longest first, so that
+    the workers finish together (a scheduling hint only; chapters never run there go first)."""
+    def seconds(paper):
+        times = [json.loads(path.read_text()).get("runtime_s", 0.0) for path in seeds_dir.glob(f"*/{paper}.json")]
+        return max(times, default=math.inf)
+    return sorted(papers, key=seconds, reverse=True)
 
 
 def seed_table_markdown(point: dict) -> str:

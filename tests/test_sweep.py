@@ -171,3 +171,14 @@ def test_book_adds_the_seed_table_to_the_verdicts_section_and_the_claims_page(tm
     page = book.claims_status_markdown([hand_made_ledger(0, 0.5, True) | {"paper": "demo"}], {"demo": point})
     assert "Over seeds: 0 of 1 predictions reproduced in every seed (1 reproduced in most seeds)" in page
     assert "| `p` | prediction | Thm 1 | reproduced | reproduced in most seeds |" in page
+
+
+def test_book_orders_chapters_longest_first_by_their_recorded_run_times(tmp_path):
+    from paperlib.book import longest_first
+    for seed, times in ((0, {"a": 10.0, "b": 300.0}), (1, {"a": 20.0, "b": 250.0, "c": 5.0})):
+        folder = tmp_path / f"seed={seed}"
+        folder.mkdir()
+        for paper, seconds in times.items():
+            (folder / f"{paper}.json").write_text(json.dumps({"runtime_s": seconds}))
+    # never run (d) goes first; then by the longest recorded time
+    assert longest_first(["a", "b", "c", "d"], tmp_path) == ["d", "b", "a", "c"]

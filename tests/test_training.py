@@ -195,6 +195,27 @@ def test_padded_relu_cell_and_dead_points_match_a_direct_count():
     assert res.dead_points[2] == 15          # k = 1: v = 0, every point is dead
 
 
+def test_batches_cover_every_cell_once_split_widths_only_where_padding_costs_more():
+    from paperlib.training import _MERGE_ELEMENTS, _batches
+    # the default Figure 2 grid: 75 cells per width at n = 100, so widths split on a CPU
+    cells = phase_cells([100], range(1, 26), range(1, 26), trials=3)
+    for split in (False, True):
+        batches = _batches(cells, split_widths=split)
+        assert sorted(i for b in batches for i in b) == list(range(len(cells)))
+        for b in batches:
+            assert len({cells[i].num_samples for i in b}) == 1
+    assert len(_batches(cells, split_widths=False)) == 1
+    split = _batches(cells, split_widths=True)
+    assert 5 < len(split) < 25
+    # widths merge exactly while padding the batch below costs at most _MERGE_ELEMENTS
+    for below, above in zip(split, split[1:]):
+        k_below, k_above = max(cells[i].width for i in below), min(cells[i].width for i in above)
+        assert 100 * len(below) * (k_above - k_below) > _MERGE_ELEMENTS
+    # small problems (a few trials per width) stay one batch per n: launches cost more than padding
+    small = phase_cells([12, 24], [2, 4, 6, 8, 10, 12], [8], trials=2)
+    assert len(_batches(small, split_widths=True)) == 2
+
+
 def test_fit_cells_is_deterministic_and_compaction_does_not_change_results():
     cells = phase_cells([10], [1, 4, 8], [2, 6], trials=2)
     kw = dict(activation="softplus", lr=0.15, max_iters=600, tol=TOL, seed=0)
