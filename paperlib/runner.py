@@ -125,17 +125,74 @@ def execute_with_kernel_retry(papermill, source: Path, executed: Path, parameter
 
 
 def content_stamp(paper: str, preset: str) -> str:
-    """A hash of everything a chapter's results depend on: the notebook, its
-    presets and schema, every paperlib module and the pinned requirements.
-    (Jupyter Book's own cache looks at the notebook's code cells only.)"""
+    """A hash of everything a chapter's results depend on: the notebook, its presets and schema,
+    the paperlib modules it imports (directly or through other modules), the runner that executes
+    it and the pinned requirements. A change to a module the chapter never imports does not
+    re-execute it. (Jupyter Book's own cache looks at the notebook's code cells only.)"""
     digest = hashlib.sha256(preset.encode())
     files = [notebook_path(paper)] + sorted((P.PRESET_DIR / paper).glob("*.yaml"))
-    files += sorted(PACKAGE_DIR.glob("*.py")) + [P.REPO_ROOT / "requirements.txt"]
+    files += stamp_modules(paper) + [P.REPO_ROOT / "requirements.txt"]
     for path in files:
         if path.exists():
             digest.update(str(path.relative_to(P.REPO_ROOT)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def stamp_modules(paper: str) -> list[Path]:
+    """The paperlib source files a chapter's run depends on: the closure of the notebook's
+    ``paperlib`` imports over the modules' own imports, with the package's ``__init__`` files and
+    the runner (parameter injection) included."""
+    import jupytext
+    notebook = jupytext.read(notebook_path(paper))
+    code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    todo = list(_paperlib_imports(_parse(code), package="")) + ["paperlib.runner", "paperlib.params"]
+    seen: dict[str, Path] = {}
+    while todo:
+        module = todo.pop()
+        path = _module_file(module)
+        if path is None or module in seen:
+            continue
+        seen[module] = path
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        todo.extend(_paperlib_imports(_parse(path.read_text()), package))
+        parts = module.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # parent packages run first
+    return sorted(set(seen.values()))
+
+
+def _parse(source: str):
+    import ast
+    # IPython magics and shell escapes are not Python: drop those lines before parsing
+    return ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+
+
+def _paperlib_imports(tree, package: str) -> set[str]:
+    """Module names (``paperlib.x.y``) imported in ``tree``; relative imports resolve against
+    ``package``. ``from M import name`` counts ``M.name`` too, which is kept only if it is a module."""
+    import ast
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name == "paperlib" or name.startswith("paperlib.")}
+
+
+def _module_file(module: str) -> Path | None:
+    """The source file of a paperlib module, or None when ``module`` is not one (an attribute)."""
+    relative = Path(*module.split(".")[1:])
+    candidates = [PACKAGE_DIR / relative / "__init__.py"]
+    if module != "paperlib":
+        candidates.append((PACKAGE_DIR / relative).with_suffix(".py"))
+    return next((path for path in candidates if path.is_file()), None)
 
 
 def run_cached(paper: str, preset: str, out_dir: str | os.PathLike) -> tuple[Path, Path, bool]:

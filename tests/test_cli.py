@@ -96,3 +96,29 @@ def test_a_kernel_that_fails_to_start_is_started_again_but_a_failing_cell_is_not
         runner.execute_with_kernel_retry(SimpleNamespace(execute_notebook=cell_fails), tmp_path / "s.ipynb",
                                          tmp_path / "e.ipynb", {}, False)
     assert len(calls) == 1
+
+
+def test_a_chapter_stamp_covers_the_modules_it_imports_and_no_others(tmp_path, monkeypatch):
+    import shutil
+    from paperlib import runner
+    names = lambda paper: {path.relative_to(runner.PACKAGE_DIR).as_posix() for path in runner.stamp_modules(paper)}
+    bottleneck, resnet = names("bottleneck"), names("resnet-beyond-kernels")
+    # the notebook's imports, the modules they import, the package __init__ and the runner
+    assert {"deepfc.py", "repcost.py", "data.py", "seeding.py", "ledger.py", "__init__.py", "runner.py"} <= bottleneck
+    assert {"hiernet.py", "hypercube.py"} <= resnet
+    assert not {"hiernet.py", "hypercube.py", "training.py"} & bottleneck
+    assert not {"deepfc.py", "repcost.py"} & resnet
+    # editing another paper's module leaves the stamp alone; editing an imported one changes it
+    package, notebooks = tmp_path / "paperlib", P.NOTEBOOK_DIR
+    shutil.copytree(runner.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(runner, "PACKAGE_DIR", package)
+    monkeypatch.setattr(P, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(P, "NOTEBOOK_DIR", tmp_path / "notebooks")
+    monkeypatch.setattr(P, "PRESET_DIR", tmp_path / "notebooks" / "presets")
+    shutil.copytree(notebooks, tmp_path / "notebooks",
+                    ignore=shutil.ignore_patterns("*.ipynb"))
+    before = runner.content_stamp("bottleneck", "smoke")
+    (package / "hiernet.py").write_text((package / "hiernet.py").read_text() + "\n# edit\n")
+    assert runner.content_stamp("bottleneck", "smoke") == before
+    (package / "seeding.py").write_text((package / "seeding.py").read_text() + "\n# edit\n")
+    assert runner.content_stamp("bottleneck", "smoke") != before
