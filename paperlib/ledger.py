@@ -43,7 +43,6 @@ VERDICTS = ("reproduced", "not reproduced", "assumption not met", "inconclusive"
 REPRODUCED, NOT_REPRODUCED, ASSUMPTION_NOT_MET, INCONCLUSIVE, NO_VERDICT = VERDICTS
 KINDS = ("prediction", "bound", "consistency", "exploratory")
 PREDICTION, BOUND, CONSISTENCY, EXPLORATORY = KINDS
-LEDGER_ENV = "PAPERLIB_LEDGER"
 
 
 class LedgerError(ValueError):
@@ -284,11 +283,10 @@ class Ledger:
         }
 
     def save(self, path: str | os.PathLike | None = None) -> Path:
-        """Write the ledger.  The path is, in order: ``path``, the environment
-        variable ``PAPERLIB_LEDGER`` (set by ``python -m paperlib run``), or
-        ``<paper>.<preset>.ledger.json`` in the working directory."""
-        target = Path(path or os.environ.get(LEDGER_ENV)
-                      or f"{self.paper}.{self.params.values.get('preset')}.ledger.json")
+        """Write the ledger to ``path``, by default ``<paper>.<preset>.ledger.json`` in the working
+        directory (``python -m paperlib run`` executes the notebook in a scratch folder and takes
+        it from there)."""
+        target = Path(path or f"{self.paper}.{self.params.values.get('preset')}.ledger.json")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(self.as_dict(), indent=1))
         return target

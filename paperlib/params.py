@@ -10,12 +10,12 @@ holding
   expression over the parameter names and the message to show when it fails,
   e.g. ``- {check: "input_dim == 2 * num_outputs", message: "..."}``.
 
-The notebook's ``parameters`` cell holds the ``default`` values (a test checks
-that they equal ``default.yaml``).  The cell after it calls :func:`resolve`,
-which validates every value and applies the preset: a parameter still at its
-``default`` value takes the preset's value, so ``papermill -p preset smoke``
-works without ``-f``.  Bad input raises :class:`ParameterError` naming the
-parameter, before anything expensive runs.
+The notebook's ``parameters`` cell names every parameter of the schema, each set to
+``None`` ("the preset's value"; a test checks the names).  The cell after it calls
+:func:`resolve` (through :func:`paperlib.chapter.open_chapter`), which applies the
+preset and keeps every value that was set as an override, so ``papermill -p preset
+smoke -p seed 3`` needs no parameter file.  Bad input raises :class:`ParameterError`
+naming the parameter, before anything expensive runs.
 """
 
 from __future__ import annotations
@@ -81,11 +81,6 @@ def check_relations(paper: str, values: dict) -> None:
             continue
         if not holds:
             raise ParameterError(relation["message"] + f" (check: {relation['check']})")
-
-
-def preset_path(paper: str, preset: str) -> Path:
-    load_preset(paper, preset)  # validates the name
-    return PRESET_DIR / paper / f"{preset}.yaml"
 
 
 def check_value(name: str, value, spec: dict):
@@ -175,27 +170,27 @@ class Params:
 def resolve(paper: str, namespace: dict) -> Params:
     """Validate a notebook's parameters and apply its preset.
 
-    ``namespace`` is the notebook's ``globals()``.  A parameter whose value is
-    still the ``default`` preset's takes the chosen preset's value; any other
-    value is the user's override and is kept (and recorded in ``overrides``).
-    The optional list ``explicit_parameters`` in the namespace names parameters
-    to keep as given even when they equal the default.
+    ``namespace`` is the notebook's ``globals()``. In the parameters cell every parameter is
+    ``None``, which means "the preset's value"; a value set there, injected by papermill
+    (``-p name value``) or by ``python -m paperlib run -p`` overrides the preset. There is no
+    other channel: this is the one path by which a value reaches a chapter.
     """
     schema = load_schema(paper)
-    preset = namespace.get("preset", "default")
-    # names set explicitly by `python -m paperlib run -p`, kept even when equal to the default
-    explicit = set(namespace.get("explicit_parameters", ()))
+    missing = [name for name in schema if name not in namespace]
+    if missing:
+        raise ParameterError(f"parameter {missing[0]!r} is missing from the notebook's parameters cell")
+    preset = namespace["preset"]
+    given = {name: namespace[name] for name in schema if name != "preset" and namespace[name] is not None}
+    return plan(paper, preset, given)
+
+
+def plan(paper: str, preset: str, overrides: dict) -> Params:
+    """The validated parameters of a run: the preset's values, then ``overrides``. ``overrides``
+    in the result holds the parameters whose value differs from the preset's."""
+    if "preset" in overrides:
+        raise ParameterError("parameter 'preset' is chosen by name, not given as an override")
     check_value("preset", preset, {"type": "str", "choices": list(PRESETS)})
-    defaults = validate(paper, load_preset(paper, "default"))
-    chosen = validate(paper, load_preset(paper, preset))
-    values = {}
-    for name in schema:
-        if name not in namespace:
-            raise ParameterError(f"parameter {name!r} is missing from the notebook's parameters cell")
-        given = check_value(name, namespace[name], schema[name])
-        keep_given = name in explicit or given != defaults[name]
-        values[name] = given if keep_given else chosen[name]
-    values["preset"] = preset
-    check_relations(paper, values)
-    overrides = {name: value for name, value in values.items() if value != chosen[name]}
-    return Params(paper=paper, values=values, overrides=overrides)
+    chosen = validate(paper, dict(load_preset(paper, preset), preset=preset))
+    values = validate(paper, dict(chosen, **overrides))
+    return Params(paper=paper, values=values,
+                  overrides={name: value for name, value in values.items() if value != chosen[name]})

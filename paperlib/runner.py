@@ -33,13 +33,11 @@ def paper_name(paper: str) -> str:
 
 
 def planned_parameters(paper: str, preset: str, overrides: dict) -> dict:
-    """The full, validated parameter set of a run: the preset, then the overrides."""
-    paper = paper_name(paper)
+    """The full, validated parameter set of a run: the preset, then the overrides (the same
+    :func:`paperlib.params.plan` the notebook applies, here before anything starts)."""
     if "preset" in overrides:
         raise P.ParameterError("parameter 'preset' is set with --preset, not with -p")
-    values = dict(P.load_preset(paper, preset), **overrides)
-    values["preset"] = preset
-    return P.validate(paper, values)
+    return P.plan(paper_name(paper), preset, overrides).values
 
 
 def run_notebook(paper: str, preset: str = "default", overrides: dict | None = None,
@@ -57,37 +55,25 @@ def run_notebook(paper: str, preset: str = "default", overrides: dict | None = N
 
     overrides = dict(overrides or {})
     name = paper_name(paper)
-    planned = planned_parameters(name, preset, overrides)
-    # inject only what differs from the notebook's own (default) values, so the executed
-    # notebook shows the preset's changes; the notebook validates and resolves the rest
-    defaults = P.load_preset(name, "default")
-    parameters = {key: value for key, value in planned.items() if value != defaults.get(key)}
-    parameters["preset"] = preset
-    if overrides:  # lets the notebook keep an override that equals the default preset's value
-        parameters["explicit_parameters"] = sorted(overrides)
+    planned_parameters(name, preset, overrides)  # bad input stops here, before a kernel starts
+    parameters = dict(overrides, preset=preset)  # what papermill injects; the notebook applies the preset
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=f".{name}-") as scratch:
         scratch = Path(scratch)
         source = scratch / f"{name}.source.ipynb"
-        executed, ledger = scratch / f"{name}.ipynb", scratch / f"{name}.json"
+        executed = scratch / f"{name}.ipynb"
+        ledger = scratch / f"{name}.{preset}.ledger.json"  # ledger.save()'s name in the working directory
         notebook = jupytext.read(notebook_path(name))
         notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nbformat.write(notebook, source)
-        previous = os.environ.get("PAPERLIB_LEDGER")
-        os.environ["PAPERLIB_LEDGER"] = str(ledger.resolve())
         try:
-            execute_with_kernel_retry(papermill, source, executed, parameters, log_output)
+            execute_with_kernel_retry(papermill, source, executed, parameters, log_output, cwd=scratch)
         except Exception as error:  # papermill raises PapermillExecutionError and friends
             if executed.exists():
                 shutil.copy(executed, out_dir / f"{name}.failed.ipynb")
             raise ExecutionFailed(f"{name} failed to execute ({type(error).__name__}); "
                                   f"see {out_dir / (name + '.failed.ipynb')}\n{error}") from error
-        finally:
-            if previous is None:
-                os.environ.pop("PAPERLIB_LEDGER", None)
-            else:
-                os.environ["PAPERLIB_LEDGER"] = previous
         if not ledger.exists():
             shutil.copy(executed, out_dir / f"{name}.failed.ipynb")
             raise ExecutionFailed(f"{name} ran but wrote no ledger (did it call ledger.save()?)")
@@ -103,7 +89,7 @@ KERNEL_START_FAILURES = ("Kernel died before replying to kernel_info", "Address 
 
 
 def execute_with_kernel_retry(papermill, source: Path, executed: Path, parameters: dict, log_output: bool,
-                              attempts: int = 3) -> None:
+                              attempts: int = 3, cwd: Path | None = None) -> None:
     """papermill.execute_notebook, tried again when the kernel fails to start: kernels started
     at the same moment (a sweep) can race for the same ZMQ port. No cell has run by then, so
     trying again cannot change a result."""
@@ -112,7 +98,7 @@ def execute_with_kernel_retry(papermill, source: Path, executed: Path, parameter
     for attempt in range(attempts):
         try:
             papermill.execute_notebook(str(source), str(executed), parameters=parameters,
-                                       cwd=str(P.NOTEBOOK_DIR), kernel_name="python3",
+                                       cwd=str(cwd or P.NOTEBOOK_DIR), kernel_name="python3",
                                        progress_bar=False, log_output=log_output)
             return
         except Exception as error:  # papermill and jupyter_client raise RuntimeError and zmq errors

@@ -1,7 +1,7 @@
 """Seed and parameter sweeps: many ``paperlib run``s on a Dask cluster, and their aggregate.
 
 Each (seed, grid point) is one ``python -m paperlib run`` in a subprocess, with its own
-output folder, log, ledger and per-run timeout, so that one failing or hanging run never
+output folder (shared only by different chapters), log, ledger and per-run timeout, so that one failing or hanging run never
 stops the others. Dask distributed schedules them: a ``LocalCluster`` sized to the machine
 by default, or an existing cluster given by its scheduler address (a SLURM or Kubernetes
 cluster started with dask-jobqueue or dask-kubernetes; paperlib must be importable on its
@@ -133,14 +133,15 @@ def execute(spec: RunSpec, sweep_dir: str, threads: int, stamp: str, timeout_s: 
     ``done``, ``skipped`` (an identical result exists), ``failed`` or ``timeout``."""
     folder = Path(sweep_dir) / spec.name
     folder.mkdir(parents=True, exist_ok=True)
-    stamp_file, ledger = folder / "run.stamp", folder / f"{spec.paper}.json"
-    report = {"name": spec.name, "seed": spec.seed, "parameters": spec.grid_point, "log": str(folder / "run.log")}
+    # named by the paper: the book's sweep runs every chapter of a seed in one folder
+    stamp_file, ledger, log_file = (folder / f"{spec.paper}.{suffix}" for suffix in ("stamp", "json", "log"))
+    report = {"name": spec.name, "seed": spec.seed, "parameters": spec.grid_point, "log": str(log_file)}
     if ledger.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
         return dict(report, status="skipped", seconds=0.0)
     stamp_file.unlink(missing_ok=True)  # a stale stamp must not vouch for a result of another run
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONHASHSEED="0")
     start = time.perf_counter()
-    with open(folder / "run.log", "w") as log:
+    with open(log_file, "w") as log:
         process = subprocess.Popen(command(spec, folder), stdout=log, stderr=subprocess.STDOUT, env=env,
                                    cwd=P.REPO_ROOT, start_new_session=True)
         try:

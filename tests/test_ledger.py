@@ -77,9 +77,11 @@ def test_duplicate_claim_id_rejected():
         ledger.record("a", "s", "s", kind="prediction", measured=1, predicted=1, check=L.close(atol=1))
 
 
-def test_save_uses_environment_variable(tmp_path, monkeypatch):
-    monkeypatch.setenv(L.LEDGER_ENV, str(tmp_path / "env.json"))
-    assert make_ledger().save() == tmp_path / "env.json"
+def test_save_writes_paper_and_preset_in_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = make_ledger().save()
+    assert path.resolve().parent == tmp_path and path.name.endswith(".smoke.ledger.json")
+    assert make_ledger().save(tmp_path / "given.json") == tmp_path / "given.json"
 
 
 def test_table_and_summary():

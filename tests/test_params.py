@@ -49,32 +49,45 @@ def test_int_accepted_for_float_and_yaml_exponent_string():
     assert checked["tol"] == 1.0 and checked["eta_bar"] == 0.5
 
 
+def unset(paper=PAPER, **values):
+    """A notebook namespace as the parameters cell leaves it (every parameter None), then ``values``."""
+    return dict({name: None for name in P.load_schema(paper)}, **dict({"preset": "default"}, **values))
+
+
 def test_resolve_applies_preset_and_keeps_overrides():
-    namespace = dict(P.load_preset(PAPER, "default"), preset="smoke", seed=5)
-    resolved = P.resolve(PAPER, namespace)
+    resolved = P.resolve(PAPER, unset(preset="smoke", seed=5))
     smoke = P.load_preset(PAPER, "smoke")
     assert resolved.phase_widths == smoke["phase_widths"]
     assert resolved.seed == 5 and resolved.overrides == {"seed": 5}
+    assert P.resolve(PAPER, unset()).as_dict() == P.validate(PAPER, P.load_preset(PAPER, "default"))
 
 
-def test_resolve_explicit_default_value_is_kept():
+def test_a_value_equal_to_the_default_preset_is_kept_at_another_preset():
     default = P.load_preset(PAPER, "default")
-    namespace = dict(default, preset="smoke", explicit_parameters=["lazy_iters"])
-    resolved = P.resolve(PAPER, namespace)
+    resolved = P.resolve(PAPER, unset(preset="smoke", lazy_iters=default["lazy_iters"]))
     assert resolved.lazy_iters == default["lazy_iters"]
     assert resolved.overrides == {"lazy_iters": default["lazy_iters"]}
 
 
-def test_resolve_rejects_bad_value_and_preset():
-    namespace = dict(P.load_preset(PAPER, "default"), phase_trials=-1)
+def test_resolve_rejects_bad_value_preset_and_missing_name():
     with pytest.raises(P.ParameterError, match="phase_trials"):
-        P.resolve(PAPER, namespace)
+        P.resolve(PAPER, unset(phase_trials=-1))
     with pytest.raises(P.ParameterError, match="preset"):
-        P.resolve(PAPER, dict(P.load_preset(PAPER, "default"), preset="fast"))
+        P.resolve(PAPER, unset(preset="fast"))
+    namespace = unset()
+    del namespace["tol"]
+    with pytest.raises(P.ParameterError, match="'tol' is missing"):
+        P.resolve(PAPER, namespace)
+
+
+def test_runner_and_notebook_plan_the_same_parameters():
+    from paperlib.runner import planned_parameters
+    overrides = {"seed": 4, "phase_trials": 2}
+    assert planned_parameters(PAPER, "smoke", overrides) == P.resolve(PAPER, unset(preset="smoke", **overrides)).values
 
 
 @pytest.mark.parametrize("paper", P.available_papers())
-def test_notebook_parameters_cell_equals_default_preset(paper):
+def test_notebook_parameters_cell_names_every_parameter_unset(paper):
     import jupytext
     notebook = jupytext.read(P.NOTEBOOK_DIR / f"{paper}.md")
     cells = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
@@ -82,10 +95,11 @@ def test_notebook_parameters_cell_equals_default_preset(paper):
     namespace = {}
     exec(cells[0].source, namespace)
     namespace = {k: v for k, v in namespace.items() if not k.startswith("__")}
-    assert namespace == P.load_preset(paper, "default")
+    assert list(namespace) == list(P.load_schema(paper)), "the cell lists the schema's parameters in its order"
+    assert namespace == dict({name: None for name in namespace}, preset="default")
 
 
 def test_relations_are_checked_by_resolve():
-    namespace = dict(P.load_preset("resnet-beyond-kernels", "default"), input_dim=20)
+    namespace = unset("resnet-beyond-kernels", input_dim=20)
     with pytest.raises(P.ParameterError, match="input_dim"):
         P.resolve("resnet-beyond-kernels", namespace)

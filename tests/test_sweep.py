@@ -115,7 +115,7 @@ def test_failures_and_timeouts_are_reported_and_a_sweep_resumes(tmp_path):
     status = {r["name"]: r["status"] for r in reports}
     assert [status[f"seed={s},shift={k}"] for k in (0, 1) for s in (0, 1, 3, 4)] == \
         ["done", "done", "failed", "timeout"] * 2
-    assert "killed after" in (tmp_path / "seed=4,shift=0" / "run.log").read_text()
+    assert "killed after" in (tmp_path / "seed=4,shift=0" / "demo.log").read_text()
     result = S.aggregate("demo", "smoke", tmp_path, reports)
     assert [point["seeds"] for point in result["points"]] == [[0, 1], [0, 1]]
     assert len(result["failed"]) == 4
@@ -182,3 +182,17 @@ def test_book_orders_chapters_longest_first_by_their_recorded_run_times(tmp_path
             (folder / f"{paper}.json").write_text(json.dumps({"runtime_s": seconds}))
     # never run (d) goes first; then by the longest recorded time
     assert longest_first(["a", "b", "c", "d"], tmp_path) == ["d", "b", "a", "c"]
+
+
+def test_chapters_sharing_a_seed_folder_keep_their_own_log_and_stamp(tmp_path):
+    def run(spec, folder):
+        ledger = hand_made_ledger(spec.seed, 0.5, True)
+        return [sys.executable, "-c", f"print('{spec.paper}'); open({str(folder / (spec.paper + '.json'))!r}, 'w')"
+                                      f".write({json.dumps(json.dumps(ledger))})"]
+    runs = [S.RunSpec(paper, "smoke", 0) for paper in ("one", "two")]
+    stamp = lambda spec: spec.paper
+    first = S.sweep(runs, tmp_path, workers=1, threads=1, command=run, stamp=stamp, progress=False)
+    assert [r["status"] for r in first] == ["done", "done"]
+    assert [(tmp_path / "seed=0" / f"{p}.log").read_text().strip() for p in ("one", "two")] == ["one", "two"]
+    again = S.sweep(runs, tmp_path, workers=1, threads=1, command=run, stamp=stamp, progress=False)
+    assert [r["status"] for r in again] == ["skipped", "skipped"]
