@@ -1,5 +1,5 @@
 """Benchmark for the manifold-LSH chapter: intra/inter-class distance statistics
-(the GSH ratio rho) of representations, batched (paperlib.manifolds.distance_stats:
+(the GSH ratio rho) of representations, batched (paperlib.papers.manifold_lsh.manifolds.distance_stats:
 one cdist per class, sampled cross-class pairs as one tensor operation) against a
 straightforward Python loop over the same pairs (distance_stats_loop).
 
@@ -10,8 +10,8 @@ import time
 
 import torch
 
-from paperlib import manifolds as mf
-from paperlib.seeding import generator
+from paperlib.core.seeding import generator
+from paperlib.papers.manifold_lsh import manifolds as mf
 
 
 def main(num_classes=20, per_class=20, dim=32, num_pairs=4000):

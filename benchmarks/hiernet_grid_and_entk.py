@@ -2,11 +2,11 @@
 
 1. **Batched grid.** A grid of 3resnet configurations (learning rates x seeds) at
    width 200 on N = 2000 samples of the §8.1 target, trained as ONE batched program
-   (paperlib.hiernet.train_sgd), against training the same configurations one at a
+   (paperlib.papers.resnet_beyond_kernels.hiernet.train_sgd), against training the same configurations one at a
    time with the same code (C = 1). Both run the same number of SGD steps with the
    same seeds, so the final parameters must agree.
 2. **Closed-form empirical NTK.** The trace NTK of 3resnet from the closed form
-   (paperlib.hiernet.entk_features / entk_kernel) against explicit per-example
+   (paperlib.papers.resnet_beyond_kernels.hiernet.entk_features / entk_kernel) against explicit per-example
    Jacobians from torch.func.jacrev (entk_reference), on N inputs.
 
 Prints times, ratios and agreement.  Run: .venv/bin/python benchmarks/hiernet_grid_and_entk.py
@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from paperlib import hiernet as hn
-from paperlib import hypercube as hc
-from paperlib.seeding import generator
+from paperlib.core.seeding import generator
+from paperlib.papers.resnet_beyond_kernels import hiernet as hn
+from paperlib.papers.resnet_beyond_kernels import hypercube as hc
 
 
 def batched_grid(num_train=2000, width=200, epochs=10):

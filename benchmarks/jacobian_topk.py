@@ -26,10 +26,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from paperlib.deepnet import ResNetNoBN, load_digits_split, train_sgd
-from paperlib.seeding import generator
-from paperlib.spectral import (jacobian_gram, jacobian_gram_operator, num_parameters,
-                               output_jacobian, projector_difference, top_eigenpairs)
+from paperlib.core.seeding import generator
+from paperlib.data.digits import load_digits_split
+from paperlib.maths.spectral import (jacobian_gram, jacobian_gram_operator, num_parameters, output_jacobian,
+                                     projector_difference, top_eigenpairs)
+from paperlib.papers.jacobian_lowrank.resnet import ResNetNoBN, train_sgd
 
 RANK = 50
 

@@ -1,5 +1,5 @@
 """Benchmark: the multiclass Jacobian Gram J J^T of the theory network f(x) = V phi(W x)
-from the Khatri-Rao identity (paperlib.multiclass.multiclass_jacobian_gram, never forming J)
+from the Khatri-Rao identity (paperlib.papers.jacobian_lowrank.multiclass.multiclass_jacobian_gram, never forming J)
 against forming J with torch.func.jacrev and multiplying, at two sizes.
 
 Prints the time of each, their ratio and the relative difference of the two Grams.
@@ -9,10 +9,11 @@ Run: .venv/bin/python benchmarks/khatri_rao_gram.py
 
 import torch
 
-from paperlib import data, multiclass
-from paperlib.activations import get_activation
-from paperlib.models import initial_weights
-from paperlib.seeding import generator
+from paperlib.core.seeding import generator
+from paperlib.data import synthetic as data
+from paperlib.maths.activations import get_activation
+from paperlib.nets.shallow import initial_weights
+from paperlib.papers.jacobian_lowrank import multiclass
 from timing import best_of
 
 

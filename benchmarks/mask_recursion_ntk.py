@@ -1,6 +1,6 @@
 """Benchmark for the bottleneck chapter: input Jacobians and NTK traces of a deep
-ReLU network from the activation-mask recursions (paperlib.deepfc.jacobian,
-paperlib.deepfc.ntk_trace) against torch.func per-example gradients
+ReLU network from the activation-mask recursions (paperlib.papers.bottleneck.deepfc.jacobian,
+paperlib.papers.bottleneck.deepfc.ntk_trace) against torch.func per-example gradients
 (vmap(jacrev)), at depth 12, width 64, N = 256 inputs.
 
 Prints times, ratios and agreement.  Run: .venv/bin/python benchmarks/mask_recursion_ntk.py
@@ -11,8 +11,8 @@ import math
 import torch
 from torch.func import jacrev, vmap
 
-from paperlib import deepfc as df
-from paperlib.seeding import generator
+from paperlib.core.seeding import generator
+from paperlib.papers.bottleneck import deepfc as df
 from timing import best_of
 
 

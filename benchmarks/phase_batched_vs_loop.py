@@ -1,4 +1,4 @@
-"""Batched phase-diagram training (``paperlib.training.fit_cells``) against a plain loop
+"""Batched phase-diagram training (``paperlib.papers.moderate_overparam.phase.fit_cells``) against a plain loop
 that trains one network at a time.
 
 Both sides use the same cells, the same per-cell seeds (``cell_problem``), the same dtype,
@@ -18,8 +18,9 @@ import time
 import numpy as np
 import torch
 
-from paperlib.activations import get_activation
-from paperlib.training import DIVERGENCE_THRESHOLD, cell_problem, fit_cells, phase_cells
+from paperlib.maths.activations import get_activation
+from paperlib.nets.training import DIVERGENCE_THRESHOLD
+from paperlib.papers.moderate_overparam.phase import cell_problem, fit_cells, phase_cells
 
 LEARNING_RATES = {"softplus": 0.15, "relu": 0.1}
 

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from paperlib import sweep as S
+from paperlib.core import sweep as S
 
 
 def main(paper="manifold-lsh", preset="smoke", grid=None):

@@ -1,25 +1,30 @@
 """paperlib: the support library behind the executable reproductions in this book.
 
-The notebooks read like papers; the machinery they share lives here, as ordinary
-modules with unit tests:
+The chapters read like papers; the machinery they share lives here, as ordinary modules with
+unit tests (``tests/`` mirrors this tree):
 
-- ``params``    : presets, parameter schemas and validation (bad input stops at once)
-- ``seeding``   : one call that seeds random, numpy and torch, deterministically
-- ``devices``   : CUDA when present, else CPU
-- ``data``      : synthetic data generators from the papers' own models
-- ``activations``: activation functions and their Gaussian/Hermite constants
-- ``kernels``   : closed-form neural-network kernels and their Monte Carlo checks
-- ``linalg``    : Jacobian Gram matrices and Khatri-Rao spectra without forming big matrices
-- ``models``    : the shallow network of the theory papers
-- ``training``  : full-batch GD, SGD and the batched phase-diagram trainer
-- ``multiclass``: the multiclass theory network, its Jacobian Gram, linearized dynamics, projections
-- ``deepnet``   : a ResNet without BatchNorm on offline digits, SGD with residual logging
-- ``spectral``  : matrix-free Jacobian spectra (Lanczos on jvp/vjp), SLQ densities
-- ``stats``     : slopes, rates and threshold crossings
-- ``overparam`` : the predictions of Oymak & Soltanolkotabi (2019)
-- ``ledger``    : the claims ledger; verdicts are computed here, never written by hand
-- ``plotting``  : the shared style and the prediction-against-measurement plot
-- ``cli``       : ``python -m paperlib run|list``
+- ``core/``    the book's machinery, no mathematics
+  - ``params``   presets, schemas, validation: the one path by which a parameter reaches a chapter
+  - ``chapter``  the scaffold every chapter opens (``open_chapter``) and closes with
+  - ``ledger``   the claims ledger; verdicts are computed here, never written by hand
+  - ``seeding``  one seed for everything; distinct labels give independent streams
+  - ``devices``  CUDA when present, else CPU; one thread where rounding would depend on the count
+  - ``plotting`` the book's style and its recurring figures
+  - ``runner``   executing a chapter with papermill; per-chapter cache stamps
+  - ``sweep``    seeds and parameter grids on Dask, and their aggregate
+  - ``book``     building the book: executed chapters, the claims page, nbval references
+  - ``cli``      ``python -m paperlib run|sweep|sweep-report|list|book|reference|nbval-prepare``
+- ``maths/``   shared mathematics: ``activations`` (Gaussian and Hermite constants), ``kernels``
+  (closed forms and Monte Carlo), ``linalg`` (Jacobian Grams, Khatri-Rao spectra), ``spectral``
+  (matrix-free Jacobian spectra), ``stats`` (slopes, crossings, intervals)
+- ``nets/``    shared networks and training: ``shallow`` (the theory papers' network),
+  ``training`` (the training-loop base and the shallow network's GD and SGD)
+- ``data/``    ``synthetic`` (generators from the papers' own models), ``digits`` (offline digits
+  and MNIST-1D)
+- ``papers/<slug>/``  one package per chapter, named by ``notebooks/<slug>.md``:
+  ``moderate_overparam`` (``overparam``, ``phase``), ``jacobian_lowrank`` (``multiclass``,
+  ``resnet``), ``resnet_beyond_kernels`` (``hypercube``, ``hiernet``), ``bottleneck``
+  (``deepfc``, ``repcost``), ``manifold_lsh`` (``manifolds``)
 """
 
 __version__ = "0.1.0"

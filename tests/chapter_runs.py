@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from paperlib import ledger as ledger_module
-from paperlib import params as P
+from paperlib.core import ledger as ledger_module
+from paperlib.core import params as P
 
 
 def run_smoke(paper: str, out_dir: Path, parameters: dict | None = None) -> dict:

@@ -1,0 +1,85 @@
+"""The scaffold every chapter opens and closes with.
+
+A chapter's first code cell after its parameters calls :func:`open_chapter`: the parameters are
+validated and the preset applied (one path: :func:`paperlib.core.params.resolve`), every random
+number generator is seeded, the device is chosen, the ledger opened and the plotting style set.
+At the end, :meth:`Chapter.verdicts` saves the ledger and shows the findings and the claims
+table, :meth:`Chapter.regression_check` prints what CI compares with the smoke reference, and
+:meth:`Chapter.provenance` shows where, when and how fast the run went.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from paperlib.core import devices, params, plotting
+from paperlib.core.ledger import Ledger
+from paperlib.core.seeding import seed_everything
+
+
+@dataclass
+class Chapter:
+    """One executing chapter: its parameters ``params``, the torch ``device``, the claims
+    ``ledger`` and the wall and CPU time at the start of each section."""
+
+    params: params.Params
+    device: object
+    ledger: Ledger
+    section_starts: dict = field(default_factory=dict)
+    ledger_path: Path | None = None
+
+    def section(self, name: str) -> None:
+        """Mark the start of a section: its wall and CPU time go into the provenance table (the
+        CPU time of this process is the section's cost even when other jobs share the cores)."""
+        self.section_starts[name] = (time.perf_counter(), time.process_time())
+
+    def verdicts(self, *notes: str) -> None:
+        """Save the ledger, then show the generated findings, any chapter-specific ``notes``
+        (Markdown computed from the run) and the table of every claim."""
+        from IPython.display import Markdown, display
+        from myst_nb import glue
+
+        self.ledger_path = self.ledger.save()
+        glue("verdict_summary", Markdown(self.ledger.summary()), display=False)
+        display(Markdown(self.ledger.findings_markdown()))
+        for note in notes:
+            display(Markdown(note))
+        display(Markdown(self.ledger.table_markdown()))
+
+    def regression_check(self, *lines: str) -> None:
+        """Print every claim's verdict, then ``lines`` (a few key numbers, rounded): the output
+        CI compares with the committed smoke reference."""
+        width = max((len(claim["id"]) for claim in self.ledger.claims), default=0) + 2
+        for claim in self.ledger.claims:
+            print(f"{claim['id']:<{width}} {claim['verdict']}")
+        for line in lines:
+            print(line)
+
+    def section_times(self) -> dict:
+        """Wall and CPU seconds of each section, in order."""
+        marks = dict(self.section_starts, end=(time.perf_counter(), time.process_time()))
+        names = list(marks)
+        return {a: (marks[b][0] - marks[a][0], marks[b][1] - marks[a][1]) for a, b in zip(names, names[1:])}
+
+    def provenance(self) -> None:
+        """Show the run's provenance (revision, versions, device, overrides) and the time per section."""
+        from IPython.display import Markdown, display
+
+        times = ", ".join(f"{name} {wall:.1f} s ({cpu:.1f} s)" for name, (wall, cpu) in self.section_times().items())
+        saved = f"\n\nLedger written to `{self.ledger_path.name}`." if self.ledger_path else ""
+        display(Markdown(self.ledger.provenance_markdown()
+                         + f"\n\n**Time per section** (wall, and CPU of this process): {times}{saved}"))
+
+
+def open_chapter(paper: str, namespace: dict) -> Chapter:
+    """Validate the parameters in ``namespace`` (the notebook's ``globals()``) and apply the
+    preset, seed everything, choose the device, open the ledger and set the plotting style."""
+    P = params.resolve(paper, namespace)
+    seed_everything(P.seed)
+    device = devices.pick_device(P.device)
+    ledger = Ledger(paper, P, device=devices.describe(device))
+    plotting.use_style()
+    print(f"preset {P.preset!r}, seed {P.seed}, device {device}; overrides: {P.overrides or 'none'}")
+    return Chapter(P, device, ledger)

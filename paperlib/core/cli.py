@@ -1,0 +1,191 @@
+"""Command line: ``python -m paperlib run|sweep|sweep-report|list|book|reference|nbval-prepare``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from paperlib.core import params as P
+
+
+def _parse_overrides(pairs: list[list[str]]) -> dict:
+    overrides = {}
+    for name, text in pairs or []:
+        try:
+            overrides[name] = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise P.ParameterError(f"parameter {name!r}: cannot read {text!r} as YAML ({error})") from None
+    return overrides
+
+
+def cmd_run(args) -> int:
+    from paperlib.core.runner import run_notebook
+    start = time.perf_counter()
+    notebook, ledger = run_notebook(args.notebook, args.preset, _parse_overrides(args.param), args.out,
+                                    log_output=args.log_output)
+    from paperlib.core.ledger import headline, load
+    data = load(ledger)
+    print(f"executed {notebook} in {time.perf_counter() - start:.1f} s")
+    print(f"ledger   {ledger}: {headline(data['claims'])}")
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from paperlib.core import sweep as S
+    from paperlib.core.runner import paper_name
+    paper = paper_name(args.notebook)
+    grid = _parse_overrides(args.grid)
+    runs = S.plan(paper, args.preset, S.parse_seeds(args.seeds), _parse_overrides(args.param), grid)
+    if args.timeout <= 0:
+        raise P.ParameterError(f"--timeout must be positive, got {args.timeout}")
+    out = Path(args.out or f"sweeps/{paper}-{args.preset}")
+    workers, threads = S.cluster_shape(len(runs), workers=args.workers, threads=args.threads_per_worker)
+    print(f"{len(runs)} run(s) of {paper} at {args.preset} in {out}: "
+          f"{'scheduler ' + args.scheduler if args.scheduler else f'{workers} worker(s)'} x {threads} thread(s)")
+    reports = S.sweep(runs, out, workers=workers, threads=threads, scheduler=args.scheduler,
+                      timeout_s=args.timeout)
+    result = S.aggregate(paper, args.preset, out, reports)
+    skipped = sum(r["status"] == "skipped" for r in reports)
+    print(f"{len(reports) - len(result['failed'])} run(s) finished ({skipped} reused), "
+          f"{len(result['failed'])} failed; aggregate in {out / (paper + '.sweep.json')}")
+    for failure in result["failed"]:
+        print(f"  {failure['status']}: {failure['name']} (log: {failure['log']})", file=sys.stderr)
+    return 1 if result["failed"] else 0
+
+
+def cmd_sweep_report(args) -> int:
+    from paperlib.core.sweep import write_report
+    written = write_report(args.sweep_dir)
+    if not written:
+        print(f"error: no *.sweep.json in {args.sweep_dir}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_list(args) -> int:
+    for paper in P.available_papers():
+        schema = P.load_schema(paper)
+        default = P.load_preset(paper, "default")
+        print(f"{paper}  (notebooks/{paper}.md; presets: {', '.join(P.PRESETS)})")
+        for name, spec in schema.items():
+            print(f"  {name:<22} {spec['type']:<11} default {default.get(name)!r:<28} {spec.get('help', '')}")
+    return 0
+
+
+def cmd_book(args) -> int:
+    from paperlib.core.book import build_chapters
+    seeds = None
+    if args.seeds:
+        from paperlib.core.sweep import parse_seeds
+        seeds = parse_seeds(args.seeds)
+    ledgers = build_chapters(args.preset, args.runs or f"_build/runs/{args.preset}", seeds=seeds,
+                             workers=args.workers, threads=args.threads_per_worker)
+    print(f"{len(ledgers)} chapter(s) ready in book/chapters at preset {args.preset!r}")
+    return 0
+
+
+def cmd_reference(args) -> int:
+    from paperlib.core.book import REFERENCE_DIR
+    from paperlib.core.runner import run_notebook
+    for paper in args.notebooks or P.available_papers():
+        # the ledger stays beside the notebook: tests compare every verdict with it
+        notebook, ledger = run_notebook(paper, "smoke", {}, REFERENCE_DIR)
+        strip_images(notebook)  # nbval never compares images; keep the committed reference small
+        print(f"regenerated {notebook} and {ledger}")
+    return 0
+
+
+def strip_images(notebook_file) -> None:
+    import nbformat
+    notebook = nbformat.read(notebook_file, as_version=4)
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            for mime in [m for m in output.get("data", {}) if m.startswith("image/")]:
+                del output["data"][mime]
+    nbformat.write(notebook, notebook_file)
+
+
+def cmd_nbval_prepare(args) -> int:
+    from paperlib.core.book import prepare_nbval
+    for paper in args.notebooks or P.available_papers():
+        print(f"prepared {prepare_nbval(paper, args.out)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m paperlib", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="execute a notebook with papermill at a preset")
+    run.add_argument("notebook", help="notebook name, e.g. moderate-overparam")
+    run.add_argument("--preset", default="default", help="smoke, default or full")
+    run.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                     help="override a parameter; VALUE is read as YAML, e.g. -p phase_widths '[2, 4]'")
+    run.add_argument("--out", default="runs", help="output folder (default: runs)")
+    run.add_argument("--log-output", action="store_true", help="stream the notebook's output")
+    run.set_defaults(func=cmd_run)
+
+    sweep = sub.add_parser("sweep", help="run a notebook over seeds and a parameter grid on Dask")
+    sweep.add_argument("notebook")
+    sweep.add_argument("--preset", default="default", help="smoke, default or full")
+    sweep.add_argument("--seeds", default="0-2", help="e.g. 0-4 or 0,3,7-8 (default 0-2)")
+    sweep.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                       help="a parameter fixed for every run (VALUE read as YAML)")
+    sweep.add_argument("--grid", nargs=2, action="append", metavar=("NAME", "VALUES"),
+                       help="a parameter to sweep: a YAML list, e.g. --grid width '[16, 32]'")
+    sweep.add_argument("--workers", type=int, default=None, help="runs at a time (default: fill the cores)")
+    sweep.add_argument("--threads-per-worker", type=int, default=None,
+                       help="threads of each run (default: cores // workers)")
+    sweep.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler")
+    sweep.add_argument("--timeout", type=float, default=3600.0, help="seconds before a run is killed")
+    sweep.add_argument("--out", default=None, help="output folder (default: sweeps/NOTEBOOK-PRESET)")
+    sweep.set_defaults(func=cmd_sweep)
+
+    report = sub.add_parser("sweep-report", help="render a sweep's aggregate as Markdown and a figure")
+    report.add_argument("sweep_dir")
+    report.set_defaults(func=cmd_sweep_report)
+
+    sub.add_parser("list", help="name the notebooks and their parameters").set_defaults(func=cmd_list)
+
+    book = sub.add_parser("book", help="execute (or reuse) every chapter for the book build")
+    book.add_argument("--preset", default="default")
+    book.add_argument("--runs", default=None, help="run folder (default: _build/runs/PRESET)")
+    book.add_argument("--seeds", default=None, help="run every chapter for these seeds too (e.g. 0-2) and "
+                                                    "show each claim's verdict over them")
+    book.add_argument("--workers", type=int, default=None, help="runs at a time with --seeds")
+    book.add_argument("--threads-per-worker", type=int, default=None, help="threads of each run with --seeds")
+    book.set_defaults(func=cmd_book)
+
+    ref = sub.add_parser("reference", help="regenerate the committed smoke references for nbval")
+    ref.add_argument("notebooks", nargs="*")
+    ref.set_defaults(func=cmd_reference)
+
+    prep = sub.add_parser("nbval-prepare", help="merge current inputs with the reference outputs")
+    prep.add_argument("notebooks", nargs="*")
+    prep.add_argument("--out", default="_build/nbval")
+    prep.set_defaults(func=cmd_nbval_prepare)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "preset", None) is not None and args.preset not in P.PRESETS:
+        print(f"error: preset must be one of {list(P.PRESETS)}, got {args.preset!r}", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except P.ParameterError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # execution failures: say so, exit 1
+        from paperlib.core.runner import ExecutionFailed
+        if isinstance(error, ExecutionFailed):
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        raise

@@ -1,0 +1,459 @@
+"""The claims ledger.
+
+Each chapter records every testable claim of its paper as one entry: the
+prediction, the measurement, the tolerance and a verdict that this module
+computes from them (never written by hand).  The ledger is written as JSON,
+shown in the chapter as a table beside the paper's own numbers, and collected
+into the book's claims status page.
+
+Every claim has a **kind**:
+
+- ``prediction``: a falsifiable statement of the paper, or of our derivation from it,
+  about what a measurement will show; it can come out either way at our scale;
+- ``bound``: a theorem's inequality evaluated on measured quantities, with the check
+  of the theorem's assumption (``assumption=`` is required);
+- ``consistency``: a check of our own code or of an identity that holds by
+  construction; shown apart and never counted as a reproduction;
+- ``exploratory`` (:meth:`Ledger.observe`): a measurement shown without a verdict,
+  for example where no number is predicted.
+
+Verdicts, in the order they are decided:
+
+1. ``assumption not met``: a hypothesis of the theorem is violated at our
+   scale (the prediction is still evaluated and reported in ``why``);
+2. ``inconclusive``: the measurement is missing or not finite, or the caller
+   says there is too little data to decide;
+3. ``reproduced`` / ``not reproduced``: the check passes or fails.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+VERDICTS = ("reproduced", "not reproduced", "assumption not met", "inconclusive", "no verdict")
+REPRODUCED, NOT_REPRODUCED, ASSUMPTION_NOT_MET, INCONCLUSIVE, NO_VERDICT = VERDICTS
+KINDS = ("prediction", "bound", "consistency", "exploratory")
+PREDICTION, BOUND, CONSISTENCY, EXPLORATORY = KINDS
+
+
+class LedgerError(ValueError):
+    """A ledger file that this paperlib cannot read (missing fields, an older format)."""
+
+
+# ---------------------------------------------------------------- checks
+
+@dataclass(frozen=True)
+class Check:
+    """A tolerance: how a measurement is compared with a prediction.
+
+    Build one with :func:`close`, :func:`at_most`, :func:`at_least` or
+    :func:`within`.  A measurement may be a number or a sequence of numbers
+    (seeds, widths, ...): the check then has to hold for every element.
+    """
+
+    kind: str
+    rtol: float = 0.0
+    atol: float = 0.0
+    low: float = -math.inf
+    high: float = math.inf
+
+    def bounds(self, predicted) -> tuple[float, float]:
+        if self.kind == "close":
+            slack = self.atol + self.rtol * abs(predicted)
+            return predicted - slack, predicted + slack
+        if self.kind == "at_most":
+            return -math.inf, predicted + self.atol
+        if self.kind == "at_least":
+            return predicted - self.atol, math.inf
+        return self.low, self.high
+
+    def passes(self, measured, predicted) -> bool:
+        low, high = self.bounds(predicted)
+        values = np.atleast_1d(np.asarray(measured, dtype=float))
+        return bool(np.all((values >= low) & (values <= high)))
+
+    def describe(self, predicted) -> str:
+        if self.kind == "close":
+            parts = [f"rtol {self.rtol:g}" if self.rtol else "", f"atol {self.atol:g}" if self.atol else ""]
+            return "|measured - predicted| <= " + " + ".join(p for p in parts if p)
+        if self.kind == "at_most":
+            return "measured <= predicted" + (f" + {self.atol:g}" if self.atol else "")
+        if self.kind == "at_least":
+            return "measured >= predicted" + (f" - {self.atol:g}" if self.atol else "")
+        return f"measured in [{self.low:g}, {self.high:g}]"
+
+
+def close(rtol: float = 0.0, atol: float = 0.0) -> Check:
+    """|measured - predicted| <= atol + rtol * |predicted|."""
+    if rtol < 0 or atol < 0 or (rtol == 0 and atol == 0):
+        raise ValueError("close() needs a positive rtol or atol")
+    return Check("close", rtol=rtol, atol=atol)
+
+
+def at_most(atol: float = 0.0) -> Check:
+    """measured <= predicted (+ atol): the prediction is an upper bound."""
+    return Check("at_most", atol=atol)
+
+
+def at_least(atol: float = 0.0) -> Check:
+    """measured >= predicted (- atol): the prediction is a lower bound."""
+    return Check("at_least", atol=atol)
+
+
+def within(low: float, high: float) -> Check:
+    """low <= measured <= high; the prediction is shown but only the range decides."""
+    if not low <= high:
+        raise ValueError(f"within() needs low <= high, got [{low}, {high}]")
+    return Check("within", low=low, high=high)
+
+
+# ---------------------------------------------------------------- ledger
+
+def _jsonable(value):
+    if isinstance(value, (np.floating, np.integer, np.bool_)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in np.asarray(value, dtype=object).tolist()] if isinstance(
+            value, np.ndarray) else [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # torch scalars
+        try:
+            return _jsonable(value.item())
+        except (ValueError, RuntimeError):
+            pass
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _is_finite(measured) -> bool:
+    if measured is None:
+        return False
+    try:
+        values = np.asarray(measured, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return values.size > 0 and bool(np.all(np.isfinite(values)))
+
+
+def compute_verdict(measured, predicted, check: Check, assumption_met: bool = True,
+                    enough_data: bool = True) -> tuple[str, bool | None]:
+    """Return (verdict, prediction_holds) for one claim.
+
+    ``prediction_holds`` is None when the measurement cannot be compared.
+    """
+    if not _is_finite(measured) or (check.kind != "within" and not _is_finite(predicted)):
+        return INCONCLUSIVE, None
+    holds = check.passes(measured, predicted)
+    if not assumption_met:
+        return ASSUMPTION_NOT_MET, holds
+    if not enough_data:
+        return INCONCLUSIVE, holds
+    return (REPRODUCED if holds else NOT_REPRODUCED), holds
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)):
+        items = list(np.asarray(value).ravel())
+        if len(items) > 6:
+            return f"[{_fmt(min(items))} .. {_fmt(max(items))}] ({len(items)} values)"
+        return "[" + ", ".join(_fmt(v) for v in items) + "]"
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    value = float(value)
+    if value == 0 or (1e-3 <= abs(value) < 1e5):
+        return f"{value:.4g}"
+    return f"{value:.3e}"
+
+
+class Ledger:
+    """Collects the claims of one chapter and writes them as JSON."""
+
+    def __init__(self, paper: str, params, seed: int | None = None, device: str = "cpu"):
+        self.paper = paper
+        self.params = params
+        self.seed = seed if seed is not None else params.values.get("seed")
+        self.device = device
+        self.claims: list[dict] = []
+        self.started = time.perf_counter()
+
+    # -- recording
+    def record(self, claim_id: str, source: str, statement: str, *, kind: str, measured, predicted,
+               check: Check, paper_value=None, assumption: tuple[bool, str] | None = None,
+               enough_data: tuple[bool, str] | None = None, robust: bool = False,
+               note: str = "") -> dict:
+        """Record one claim and compute its verdict.
+
+        ``kind`` is ``"prediction"``, ``"bound"`` or ``"consistency"`` (see the module
+        docstring); a bound must pass ``assumption``, (holds, description) of the theorem's
+        hypothesis at our scale. ``enough_data`` is (enough, description). ``robust`` marks
+        claims that hold at every seed: a property of the claim, never of the preset;
+        CI asserts it at several seeds.
+        """
+        self._check_new(claim_id)
+        if kind not in (PREDICTION, BOUND, CONSISTENCY):
+            raise ValueError(f"claim {claim_id!r}: kind must be 'prediction', 'bound' or 'consistency', "
+                             f"got {kind!r} (a measurement without a verdict is recorded with observe())")
+        if kind == BOUND and assumption is None:
+            raise ValueError(f"claim {claim_id!r}: a bound carries its assumption check (pass assumption=)")
+        assumption_met, assumption_text = assumption if assumption else (True, "")
+        enough, enough_text = enough_data if enough_data else (True, "")
+        verdict, holds = compute_verdict(measured, predicted, check, bool(assumption_met), bool(enough))
+        why = self._explain(verdict, holds, measured, predicted, check, assumption_text, enough_text)
+        entry = {
+            "id": claim_id, "kind": kind, "source": source, "statement": statement,
+            "predicted": _jsonable(predicted), "measured": _jsonable(measured),
+            "paper_value": _jsonable(paper_value), "tolerance": check.describe(predicted),
+            "check": {"kind": check.kind, "rtol": check.rtol, "atol": check.atol,
+                      "low": _jsonable(check.low), "high": _jsonable(check.high)},
+            "verdict": verdict, "prediction_holds": holds, "robust": bool(robust),
+            "why": (why + (" " + note if note else "")).strip(),
+        }
+        self.claims.append(entry)
+        return entry
+
+    def observe(self, claim_id: str, source: str, statement: str, *, measured, paper_value=None,
+                note: str = "") -> dict:
+        """Record an exploratory measurement: shown beside the claims, with no verdict
+        (nothing is predicted for it, or its only reference number came from a calibration run)."""
+        self._check_new(claim_id)
+        entry = {"id": claim_id, "kind": EXPLORATORY, "source": source, "statement": statement,
+                 "predicted": None, "measured": _jsonable(measured), "paper_value": _jsonable(paper_value),
+                 "tolerance": "", "check": None, "verdict": NO_VERDICT, "prediction_holds": None,
+                 "robust": False, "why": ("Exploratory: no verdict. " + note).strip()}
+        self.claims.append(entry)
+        return entry
+
+    def _check_new(self, claim_id: str) -> None:
+        if any(c["id"] == claim_id for c in self.claims):
+            raise ValueError(f"claim id {claim_id!r} recorded twice")
+
+    @staticmethod
+    def _explain(verdict, holds, measured, predicted, check, assumption_text, enough_text):
+        low, high = check.bounds(predicted) if _is_finite(predicted) or check.kind == "within" else (None, None)
+        comparison = (f"measured {_fmt(measured)} against predicted {_fmt(predicted)}; "
+                      f"accepted range [{_fmt(low)}, {_fmt(high)}].") if low is not None else ""
+        if verdict == ASSUMPTION_NOT_MET:
+            tail = {True: "the prediction holds anyway", False: "the prediction fails",
+                    None: "the prediction cannot be evaluated"}[holds]
+            return f"Assumption not met: {assumption_text}. {comparison} ({tail})."
+        if verdict == INCONCLUSIVE:
+            reason = enough_text or "the measurement is missing or not finite"
+            return f"Inconclusive: {reason}. {comparison}"
+        return comparison
+
+    # -- summaries
+    def counts(self) -> dict:
+        return {v: sum(c["verdict"] == v for c in self.claims) for v in VERDICTS}
+
+    def summary(self) -> str:
+        return f"At the `{self.params.values.get('preset')}` preset, seed {self.seed}: " + headline(self.claims)
+
+    def as_dict(self) -> dict:
+        import torch
+        from paperlib import __version__
+        return {
+            "paper": self.paper,
+            "preset": self.params.values.get("preset"),
+            "parameters": _jsonable(self.params.as_dict()),
+            "overrides": _jsonable(self.params.overrides),
+            "seed": self.seed,
+            "versions": {"paperlib": __version__, "torch": torch.__version__,
+                         "numpy": np.__version__, "python": platform.python_version()},
+            "git": git_revision(),
+            "headline": headline(self.claims),
+            "device": self.device,
+            "runtime_s": round(time.perf_counter() - self.started, 2),
+            "counts": self.counts(),
+            "claims": self.claims,
+        }
+
+    def save(self, path: str | os.PathLike | None = None) -> Path:
+        """Write the ledger to ``path``, by default ``<paper>.<preset>.ledger.json`` in the working
+        directory (``python -m paperlib run`` executes the notebook in a scratch folder and takes
+        it from there)."""
+        target = Path(path or f"{self.paper}.{self.params.values.get('preset')}.ledger.json")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(self.as_dict(), indent=1))
+        return target
+
+    # -- display
+    def table_markdown(self) -> str:
+        return claims_table_markdown(self.claims)
+
+    def findings_markdown(self) -> str:
+        return findings_markdown(self.claims, self.params.values.get("preset"), self.seed)
+
+    def provenance_markdown(self) -> str:
+        data = self.as_dict()
+        rows = [("paper", data["paper"]), ("preset", data["preset"]), ("seed", data["seed"]),
+                ("device", data["device"]), ("run time", f"{data['runtime_s']:.1f} s"),
+                ("git revision", data["git"] or "unknown"),
+                ("overrides of the preset", ", ".join(f"{k}={v}" for k, v in data["overrides"].items()) or "none")]
+        rows += [(f"{name} version", version) for name, version in data["versions"].items()]
+        return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+VERDICT_MARK = {"reproduced": "reproduced", "not reproduced": "**not reproduced**",
+                "assumption not met": "*assumption not met*", "inconclusive": "*inconclusive*",
+                "no verdict": "no verdict"}
+# the verdict's word for each kind: a bound holds or fails, a consistency check passes or fails
+KIND_WORDS = {PREDICTION: {"reproduced": "reproduced", "not reproduced": "**not reproduced**"},
+              BOUND: {"reproduced": "holds", "not reproduced": "**fails**"},
+              CONSISTENCY: {"reproduced": "passes", "not reproduced": "**fails**"},
+              EXPLORATORY: {}}
+KIND_TITLES = {PREDICTION: "Predictions", BOUND: "Bounds (with their assumption checks)",
+               CONSISTENCY: "Consistency checks (our code and identities that hold by construction; "
+                            "not counted as reproductions)",
+               EXPLORATORY: "Exploratory measurements (no verdict)"}
+
+
+def verdict_word(claim: dict) -> str:
+    return KIND_WORDS[claim["kind"]].get(claim["verdict"], VERDICT_MARK[claim["verdict"]])
+
+
+def kind_counts(claims: list[dict]) -> dict:
+    """Per kind: the number of claims and of each verdict; for bounds also how many hold
+    (the inequality is satisfied, whether or not the assumption is met)."""
+    counts = {}
+    for kind in KINDS:
+        chosen = [c for c in claims if c["kind"] == kind]
+        entry = {"total": len(chosen), **{v: sum(c["verdict"] == v for c in chosen) for v in VERDICTS}}
+        entry["holds"] = sum(c["prediction_holds"] is True for c in chosen)
+        counts[kind] = entry
+    return counts
+
+
+def headline(claims: list[dict]) -> str:
+    """"38 of 44 predictions reproduced (4 not reproduced, 2 inconclusive); 9 of 12 bounds
+    hold (7 with their assumptions met); 21 of 21 consistency checks pass; 3 exploratory
+    measurements". Only predictions count as reproductions."""
+    c = kind_counts(claims)
+    p, b, k = c[PREDICTION], c[BOUND], c[CONSISTENCY]
+    rest = [f"{p[v]} {v}" for v in (NOT_REPRODUCED, ASSUMPTION_NOT_MET, INCONCLUSIVE) if p[v]]
+    parts = [f"{p[REPRODUCED]} of {p['total']} predictions reproduced" + (f" ({', '.join(rest)})" if rest else "")]
+    if b["total"]:
+        undecided = f", {b[INCONCLUSIVE]} inconclusive" if b[INCONCLUSIVE] else ""
+        parts.append(f"{b['holds']} of {b['total']} bounds hold ({b[REPRODUCED]} with their assumptions met{undecided})")
+    if k["total"]:
+        undecided = f" ({k[INCONCLUSIVE]} inconclusive)" if k[INCONCLUSIVE] else ""
+        parts.append(f"{k[REPRODUCED]} of {k['total']} consistency checks pass{undecided}")
+    if c[EXPLORATORY]["total"]:
+        parts.append(f"{c[EXPLORATORY]['total']} exploratory measurements")
+    return "; ".join(parts)
+
+
+def _cell(value) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def claims_table_markdown(claims: list[dict]) -> str:
+    """One compact Markdown table per kind (claim, statement, paper, predicted, measured,
+    accepted range, verdict), then the reason for every verdict, so that no table needs
+    more columns than a page is wide."""
+    blocks = []
+    for kind in KINDS:
+        chosen = [c for c in claims if c["kind"] == kind]
+        if not chosen:
+            continue
+        header = ["claim", "statement", "paper", "predicted", "measured", "accepted range", "verdict"]
+        lines = [f"**{KIND_TITLES[kind]}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for c in chosen:
+            cells = [f"`{c['id']}` ({c['source']})", c["statement"], _fmt(c.get("paper_value")),
+                     _fmt(c["predicted"]), _fmt(c["measured"]), c["tolerance"] or "-", verdict_word(c)]
+            lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
+        blocks.append("\n".join(lines))
+    reasons = [f"- `{c['id']}` ({verdict_word(c)}): {c['why'] or '-'}" for c in claims]
+    return "\n\n".join(blocks + ["**Why each verdict**\n\n" + "\n".join(reasons)])
+
+
+def robust_failures(claims: list[dict]) -> list[dict]:
+    """Claims marked robust (they should hold at every seed and preset) that do not hold
+    here: neither reproduced nor an unmet assumption with the prediction holding."""
+    return [c for c in claims if c["robust"]
+            and not (c["verdict"] in (REPRODUCED, ASSUMPTION_NOT_MET) and c["prediction_holds"])]
+
+
+def findings_markdown(claims: list[dict], preset, seed) -> str:
+    """The Verdicts paragraph, generated from the ledger so that it is true at every preset
+    and seed: the headline, then every prediction that did not reproduce, every bound that
+    fails or whose assumption is not met, every inconclusive claim and every failing
+    consistency check, each with its statement and reason."""
+    def items(selected):
+        return "\n".join(f"- `{c['id']}` ({c['source']}): {c['statement']} {c['why']}" for c in selected)
+
+    sections = [f"At the `{preset}` preset and seed {seed}: {headline(claims)}."]
+    groups = [
+        ("Robust claims that do not hold at this seed (a finding: they are expected to hold at every seed)",
+         robust_failures(claims)),
+        ("Predictions not reproduced", [c for c in claims if c["kind"] == PREDICTION and c["verdict"] == NOT_REPRODUCED]),
+        ("Predictions whose assumption is not met", [c for c in claims if c["kind"] == PREDICTION
+                                                     and c["verdict"] == ASSUMPTION_NOT_MET]),
+        ("Bounds that fail", [c for c in claims if c["kind"] == BOUND and c["prediction_holds"] is False]),
+        ("Bounds that hold although their assumption is not met",
+         [c for c in claims if c["kind"] == BOUND and c["verdict"] == ASSUMPTION_NOT_MET and c["prediction_holds"]]),
+        ("Inconclusive", [c for c in claims if c["verdict"] == INCONCLUSIVE]),
+        ("Consistency checks that fail", [c for c in claims if c["kind"] == CONSISTENCY and c["verdict"] == NOT_REPRODUCED]),
+    ]
+    for title, selected in groups:
+        if selected:
+            sections.append(f"**{title}** ({len(selected)}):\n\n{items(selected)}")
+    return "\n\n".join(sections)
+
+
+REQUIRED_CLAIM_KEYS = ("id", "kind", "source", "statement", "predicted", "measured", "tolerance", "verdict", "why")
+
+
+def validate_ledger(data: dict, origin: str = "ledger") -> dict:
+    """Check that a ledger has what this paperlib writes; an older ledger fails with a clear message."""
+    for key in ("paper", "preset", "claims"):
+        if key not in data:
+            raise LedgerError(f"{origin}: no {key!r} field; is this a claims ledger?")
+    for claim in data["claims"]:
+        if "kind" not in claim:
+            raise LedgerError(f"{origin}: claim {claim.get('id', '?')!r} has no 'kind'; the ledger was written "
+                              "before claims had kinds (prediction, bound, consistency): run the chapter again")
+        missing = [key for key in REQUIRED_CLAIM_KEYS if key not in claim]
+        if missing or claim["kind"] not in KINDS or claim["verdict"] not in VERDICTS:
+            raise LedgerError(f"{origin}: claim {claim.get('id', '?')!r} is malformed "
+                              f"(missing {missing}, kind {claim.get('kind')!r}, verdict {claim.get('verdict')!r})")
+    return data
+
+
+def load(path: str | os.PathLike) -> dict:
+    return validate_ledger(json.loads(Path(path).read_text()), str(path))
+
+
+# what a result depends on: a change here, uncommitted, makes the revision "-dirty"
+SOURCE_PATHS = ("paperlib", "notebooks", "requirements.txt", "pyproject.toml")
+
+
+def git_revision() -> str | None:
+    """The short commit, with ``-dirty`` when the code or notebooks that produce results
+    (:data:`SOURCE_PATHS`) have uncommitted changes, so that a result is never credited to a
+    commit that does not hold its code. Other files (tests, references, docs) do not count."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
+                              cwd=root, timeout=5).stdout.strip()
+        if not head:
+            return None
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *SOURCE_PATHS],
+                                 capture_output=True, text=True, cwd=root, timeout=5).stdout.strip()
+        return head + ("-dirty" if changed else "")
+    except (OSError, subprocess.SubprocessError):
+        return None

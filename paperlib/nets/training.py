@@ -1,0 +1,264 @@
+r"""The training-loop base and the shallow network's trainers: the divergence guard, the progress
+bar, the logged history and full-batch descent on any residual-and-gradient map
+(:func:`full_batch_descent`, also behind the multiclass network of
+:mod:`paperlib.papers.jacobian_lowrank.multiclass`), and full-batch GD and SGD for the shallow network.
+
+Conventions (spec ``moderate-overparam.md`` Secs. 2, 4, 8):
+
+- the loss is the **sum** :math:`\tfrac12\sum_i(f(\mathbf x_i)-y_i)^2` and ``lr`` is the raw step on it;
+- only :math:`\mathbf W` is trained; :math:`\mathbf v` is fixed (:func:`paperlib.nets.shallow.output_weights`);
+- divergence (a non-finite residual, or :math:`\|\mathbf r\|/\|\mathbf y\| > 10^3`) stops a run and is
+  reported, never raised.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from paperlib.nets.shallow import resolve_activation, shallow_residual_and_gradient
+
+__all__ = [
+    "DIVERGENCE_THRESHOLD",
+    "is_diverged",
+    "GDResult",
+    "gd_shallow",
+    "sgd_shallow",
+]
+
+#: a run whose relative residual ||r||/||y|| exceeds this is declared diverged
+DIVERGENCE_THRESHOLD = 1e3
+
+
+def is_diverged(value: float, reference: float = 1.0,
+                threshold: float = DIVERGENCE_THRESHOLD) -> bool:
+    """The divergence guard: ``value`` is non-finite or exceeds ``threshold * reference``."""
+    value = float(value)
+    return not math.isfinite(value) or value > threshold * reference
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False)
+
+
+# --------------------------------------------------------------------------- GD / SGD
+
+
+@dataclass
+class GDResult:
+    r"""History of one training run of the shallow network.
+
+    Arrays are indexed by the logged iterations ``logged_iters`` (which include
+    :math:`\tau = 0` and the last iterate). ``path_lengths`` is the cumulative
+    :math:`\sum_{s<\tau}\|\mathbf W_{s+1}-\mathbf W_s\|_F`, accumulated at **every** step
+    even when logging is sparse. ``iterations`` counts the updates made; ``converged`` is
+    ``None`` when no ``tol`` was given.
+    """
+
+    residual_norms: np.ndarray
+    logged_iters: np.ndarray
+    distances: np.ndarray
+    path_lengths: np.ndarray
+    W: torch.Tensor
+    label_norm: float
+    iterations: int
+    diverged: bool = False
+    diverged_at: Optional[int] = None
+    converged: Optional[bool] = None
+
+    @property
+    def relative_residuals(self) -> np.ndarray:
+        r""":math:`\|\mathbf r_\tau\|/\|\mathbf y\|` at the logged iterations."""
+        return self.residual_norms / self.label_norm
+
+    @property
+    def final_relative_residual(self) -> float:
+        return float(self.relative_residuals[-1])
+
+
+class _History:
+    """Collects the logged quantities of :class:`GDResult`."""
+
+    def __init__(self, W0: torch.Tensor):
+        self.W0 = W0
+        self.norms, self.iters, self.dists, self.paths = [], [], [], []
+        self.last = -1
+
+    def log(self, tau: int, rnorm: float, W: torch.Tensor, path: torch.Tensor) -> bool:
+        """Log iterate ``tau`` once; returns whether it was new."""
+        if tau == self.last:
+            return False
+        self.last = tau
+        self.norms.append(rnorm)
+        self.iters.append(tau)
+        self.dists.append(float(torch.linalg.vector_norm(W - self.W0)))
+        self.paths.append(float(path))
+        return True
+
+    def result(self, W, label_norm, iterations, diverged_at, converged) -> GDResult:
+        return GDResult(
+            residual_norms=np.asarray(self.norms, dtype=np.float64),
+            logged_iters=np.asarray(self.iters, dtype=np.int64),
+            distances=np.asarray(self.dists, dtype=np.float64),
+            path_lengths=np.asarray(self.paths, dtype=np.float64),
+            W=W,
+            label_norm=label_norm,
+            iterations=iterations,
+            diverged=diverged_at is not None,
+            diverged_at=diverged_at,
+            converged=converged,
+        )
+
+
+def _prepare(tensors, dtype, device):
+    if device is None:
+        device = tensors[0].device
+    return [torch.as_tensor(t).to(device=device, dtype=dtype) for t in tensors]
+
+
+def _check_log_every(log_every):
+    if not isinstance(log_every, int) or isinstance(log_every, bool) or log_every <= 0:
+        raise ValueError(f"log_every must be a positive integer, got {log_every!r}")
+
+
+def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: float, num_iters: int,
+                       label_norm: float, log_every: int = 1, tol: Optional[float] = None,
+                       progress: bool = False, divergence_threshold: float = DIVERGENCE_THRESHOLD,
+                       on_log: Optional[Callable] = None, before_step: Optional[Callable] = None,
+                       desc: str = "GD") -> GDResult:
+    r"""The loop shared by the full-batch GD trainers: :math:`W_{\tau+1} = W_\tau - \eta G(W_\tau)`.
+
+    ``residual_and_gradient(W)`` returns ``(residual_norm, gradient, residual)``. The run stops
+    early when ``residual_norm / label_norm < tol`` (``converged=True``), or when the residual is
+    non-finite or its relative size exceeds ``divergence_threshold`` (``diverged=True``,
+    ``diverged_at=τ``), and otherwise after ``num_iters`` updates. Every ``log_every`` iterations
+    and at the last one the norm, distance and path length are logged and
+    ``on_log(tau, W, residual)`` is called; ``before_step(tau, W)`` is called at every iterate.
+    ``W0`` is not modified.
+    """
+    _check_log_every(log_every)
+    W = W0.clone()
+    history = _History(W0)
+    path = torch.zeros((), dtype=W.dtype, device=W.device)
+    bar = _progress(num_iters, progress, desc)
+    converged = False if tol is not None else None
+    diverged_at = None
+    tau = 0
+
+    def log(rnorm, residual):
+        if history.log(tau, rnorm, W, path) and on_log is not None:
+            on_log(tau, W, residual)
+
+    try:
+        while True:
+            if before_step is not None:
+                before_step(tau, W)
+            rnorm, G, residual = residual_and_gradient(W)
+            if is_diverged(rnorm, label_norm, divergence_threshold):
+                diverged_at = tau
+                log(rnorm, residual)
+                break
+            if tol is not None and rnorm < tol * label_norm:
+                converged = True
+                log(rnorm, residual)
+                break
+            if tau % log_every == 0 or tau == num_iters:
+                log(rnorm, residual)
+            if tau == num_iters:
+                break
+            G.mul_(lr)
+            path += torch.linalg.vector_norm(G)
+            W.sub_(G)
+            tau += 1
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return history.result(W, label_norm, tau, diverged_at, converged)
+
+
+def gd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tensor, act,
+               lr: float, num_iters: int, log_every: int = 1, tol: Optional[float] = None,
+               progress: bool = False, dtype=torch.float64, device=None,
+               divergence_threshold: float = DIVERGENCE_THRESHOLD) -> GDResult:
+    r"""Full-batch GD :math:`\mathbf W_{\tau+1} = \mathbf W_\tau - \eta\nabla\mathcal L(\mathbf W_\tau)`
+    on the sum loss (2.1), at most ``num_iters`` updates, with the stopping rules and the
+    divergence guard of :func:`full_batch_descent`. Runs in ``dtype`` (float64 by default) on
+    ``device`` (default: ``X``'s device). ``W0`` is not modified.
+    """
+    act = resolve_activation(act)
+    X, y, W0, v = _prepare([X, y, W0, v], dtype, device)
+
+    def residual_and_gradient(W):
+        r, G = shallow_residual_and_gradient(X, W, v, y, act)
+        return float(torch.linalg.vector_norm(r)), G, r
+
+    return full_batch_descent(W0, residual_and_gradient, lr, num_iters, float(torch.linalg.vector_norm(y)),
+                              log_every=log_every, tol=tol, progress=progress,
+                              divergence_threshold=divergence_threshold)
+
+
+def sgd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tensor, act,
+                lr: float, num_steps: int, generator: torch.Generator, log_every: int = 1,
+                tol: Optional[float] = None, progress: bool = False, dtype=torch.float64,
+                device=None, divergence_threshold: float = DIVERGENCE_THRESHOLD) -> GDResult:
+    r"""SGD with one uniformly random sample per step (Thm 2.6, eq. 2.9):
+    :math:`\mathbf W \leftarrow \mathbf W - \eta\nabla\tfrac12(f(\mathbf x_i)-y_i)^2`, :math:`i\sim U[n]`.
+
+    The indices come from ``generator`` (all drawn up front, on the generator's device). The
+    **full** residual norm is logged every ``log_every`` steps (and at the last one); the path
+    length is accumulated at every step. The divergence guard and ``tol`` are checked at the
+    logged steps.
+    """
+    _check_log_every(log_every)
+    act = resolve_activation(act)
+    X, y, W0, v = _prepare([X, y, W0, v], dtype, device)
+    n = X.shape[0]
+    W = W0.clone()
+    label_norm = float(torch.linalg.vector_norm(y))
+    history = _History(W0)
+    path = torch.zeros((), dtype=dtype, device=W.device)
+    indices = torch.randint(n, (num_steps,), generator=generator,
+                            device=generator.device).tolist()
+    x_norms = torch.linalg.vector_norm(X, dim=1)
+    converged = False if tol is not None else None
+    diverged_at = None
+    bar = _progress(num_steps, progress, "SGD")
+    tau = 0
+    try:
+        while True:
+            if tau % log_every == 0 or tau == num_steps:
+                r = (act.phi(X @ W.T) @ v) - y
+                rnorm = float(torch.linalg.vector_norm(r))
+                history.log(tau, rnorm, W, path)
+                if is_diverged(rnorm, label_norm, divergence_threshold):
+                    diverged_at = tau
+                    break
+                if tol is not None and rnorm < tol * label_norm:
+                    converged = True
+                    break
+            if tau == num_steps:
+                break
+            i = indices[tau]
+            x = X[i]
+            z = W @ x
+            ri = torch.dot(act.phi(z), v) - y[i]
+            a = act.dphi(z).mul_(v).mul_(ri)            # gradient = a x^T
+            path += lr * torch.linalg.vector_norm(a) * x_norms[i]
+            W.addr_(a, x, alpha=-lr)
+            tau += 1
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return history.result(W, label_norm, tau, diverged_at, converged)

@@ -1,0 +1,2 @@
+"""Jacot (2023), *Bottleneck structure in learned features*: deep fully connected networks with L2
+regularization (:mod:`.deepfc`) and the representation cost, its bounds and constructions (:mod:`.repcost`)."""

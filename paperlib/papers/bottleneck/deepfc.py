@@ -1,0 +1,345 @@
+r"""Deep fully connected leaky-ReLU networks with L2 regularization (Jacot 2023, §2):
+:math:`\alpha_0=x`, :math:`\tilde\alpha_\ell=W_\ell\alpha_{\ell-1}+b_\ell`, :math:`\alpha_\ell=\sigma_a(\tilde\alpha_\ell)`,
+:math:`f_\theta=\tilde\alpha_L`, with :math:`\sigma_a(x)=x` for :math:`x\ge0` and :math:`ax` otherwise.
+
+Several networks of the same depth and widths (seeds) are **stacked**: every
+weight is (S, n_out, n_in) and every bias (S, n_out), so S networks train as one
+batched program (``bmm``). Adam acts elementwise, so one Adam over the stacked
+tensors is exactly S independent Adams.
+
+Training minimizes the per-entry mean squared error plus :math:`\lambda\|\theta\|^2`
+**with the biases included**, written into the loss (not AdamW, whose decoupled
+decay has other stationary points). The learning rate decays exponentially to a
+tenth over the run.
+
+Analysis works in float64 on one network (a list of (W, b) pairs):
+
+* Jacobians :math:`Jf(x)=W_LD_{L-1}\cdots D_1W_1` from the activation masks, batched
+  over inputs;
+* the NTK trace :math:`\mathrm{Tr}\,\Theta(x,x)=\sum_\ell(\|\alpha_{\ell-1}(x)\|^2+1)\|B_\ell(x)\|_F^2`
+  with :math:`B_\ell=J(\tilde\alpha_\ell\to f)` from the backward mask recursion,
+  never forming per-example gradients;
+* the top NTK eigenvalue :math:`\lambda_{\max}(\Theta(X,X))` by power iteration on
+  jvp/vjp products.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch.func import jvp, vjp
+
+from paperlib.core.devices import one_cpu_thread
+from paperlib.core.seeding import derive_seed
+
+
+# ------------------------------------------------------------------ parameters
+
+
+def init_params(layer_widths: Sequence[int], seeds: Sequence[int], init_scale: float = 1.0,
+                dtype=torch.float32) -> list:
+    """Stacked He-initialized networks: W_l ~ N(0, 2/fan_in) (the last layer N(0, 1/fan_in)),
+    zero biases, times ``init_scale``; ``layer_widths`` = [d_in, n_1, ..., n_{L-1}, d_out]."""
+    if any(w <= 0 for w in layer_widths) or len(layer_widths) < 2:
+        raise ValueError(f"layer widths must be positive and at least two, got {list(layer_widths)}")
+    layers = []
+    last = len(layer_widths) - 2
+    for index, (n_in, n_out) in enumerate(zip(layer_widths[:-1], layer_widths[1:])):
+        gain = 1.0 if index == last else 2.0
+        Ws = []
+        for seed in seeds:
+            gen = torch.Generator().manual_seed(derive_seed(int(seed), "layer", index))
+            Ws.append(torch.randn(n_out, n_in, generator=gen, dtype=torch.float64) * math.sqrt(gain / n_in))
+        W = torch.stack(Ws).to(dtype) * init_scale
+        layers.append((W, torch.zeros(len(seeds), n_out, dtype=dtype)))
+    return layers
+
+
+def select(layers: list, index: int) -> list:
+    """One network (float64, no leading axis) out of a stack."""
+    return [(W[index].double(), b[index].double()) for W, b in layers]
+
+
+def depth(layers: list) -> int:
+    return len(layers)
+
+
+def squared_norm(layers: list) -> torch.Tensor:
+    """||theta||^2 including biases; (S,) for a stack, a scalar for one network."""
+    return sum((W ** 2).sum((-2, -1)) + (b ** 2).sum(-1) for W, b in layers)
+
+
+def weight_norm(layers: list) -> torch.Tensor:
+    """sum_l ||W_l||_F^2 (no biases): the quantity of Theorems 3, 6 and 7."""
+    return sum((W ** 2).sum((-2, -1)) for W, _ in layers)
+
+
+def leaky(z: torch.Tensor, slope: float) -> torch.Tensor:
+    return torch.where(z >= 0, z, slope * z) if slope else torch.relu(z)
+
+
+# ------------------------------------------------------------------ forward
+
+
+def forward(layers: list, X: torch.Tensor, slope: float = 0.0, keep: bool = False):
+    """Outputs of stacked (or single) networks on X (N, d) shared or (S, N, d).
+
+    With ``keep=True`` also returns the lists of pre-activations tilde-alpha_l
+    (l = 1..L) and activations alpha_l (l = 0..L-1)."""
+    stacked = layers[0][0].dim() == 3
+    h = X
+    if stacked and X.dim() == 2:
+        h = X.expand(layers[0][0].shape[0], *X.shape)
+    pre, act = [], [h]
+    for index, (W, b) in enumerate(layers):
+        z = (torch.bmm(h, W.transpose(1, 2)) + b[:, None, :]) if stacked else h @ W.T + b
+        pre.append(z)
+        if index < len(layers) - 1:
+            h = leaky(z, slope)
+            act.append(h)
+    return (pre[-1], pre, act) if keep else pre[-1]
+
+
+# ------------------------------------------------------------------ training
+
+
+@dataclass
+class FitResult:
+    layers: list
+    train_mse: np.ndarray  # (S,) final per-entry MSE
+    loss_history: np.ndarray  # (checkpoints, S) regularized loss
+    seconds: float = 0.0
+    collapsed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+
+def regularized_loss(layers: list, X, Y, weight_decay: float, slope: float = 0.0) -> torch.Tensor:
+    """Per-entry MSE + lambda ||theta||^2 (biases included), one value per stacked network."""
+    out = forward(layers, X, slope)
+    return ((out - Y) ** 2).mean((-2, -1)) + weight_decay * squared_norm(layers)
+
+
+def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float, slope: float = 0.0,
+               final_lr_fraction: float = 0.1, log_every: int = 100) -> FitResult:
+    """Full-batch Adam on stacked networks, lr decaying exponentially from ``lr`` to
+    ``final_lr_fraction * lr``. ``Y`` is shared (N, d_out) or per network (S, N, d_out)."""
+    if steps <= 0 or lr <= 0:
+        raise ValueError(f"steps and lr must be positive, got {steps}, {lr}")
+    start = time.perf_counter()
+    dtype, device = layers[0][0].dtype, layers[0][0].device
+    params = [t.detach().clone().requires_grad_(True) for pair in layers for t in pair]
+    pairs = lambda: [(params[2 * i], params[2 * i + 1]) for i in range(len(layers))]
+    X, Y = X.to(dtype=dtype, device=device), Y.to(dtype=dtype, device=device)
+    optimizer = torch.optim.Adam(params, lr=lr)
+    decay = final_lr_fraction ** (1.0 / steps)
+    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=decay)
+    history = []
+    # weight decay drives unused weights towards 0: float32 denormals would slow every step 2-4x
+    flush = torch.set_flush_denormal(True)
+    with one_cpu_thread(device):  # these matrices are tiny: one thread is faster than two (measured)
+        for step in range(steps):
+            optimizer.zero_grad(set_to_none=True)
+            loss = regularized_loss(pairs(), X, Y, weight_decay, slope)
+            loss.sum().backward()
+            optimizer.step()
+            scheduler.step()
+            if step % log_every == 0 or step == steps - 1:
+                history.append(loss.detach().double().cpu().numpy().copy())
+    if flush:
+        torch.set_flush_denormal(False)
+    with torch.no_grad():
+        mse = ((forward(pairs(), X, slope) - Y) ** 2).mean((-2, -1)).double().cpu().numpy()
+    trained = [(W.detach().cpu(), b.detach().cpu()) for W, b in pairs()]
+    collapsed = np.array([float(weight_norm([(W[s], b[s]) for W, b in trained])) < 1e-3
+                          for s in range(trained[0][0].shape[0])])
+    return FitResult(trained, mse, np.array(history), time.perf_counter() - start, collapsed)
+
+
+# ------------------------------------------------------------------ Jacobians and the NTK (one network, float64)
+
+
+def masks(layers: list, X: torch.Tensor, slope: float = 0.0) -> tuple[list, list]:
+    """Derivatives sigma'(tilde-alpha_l(x)) for l = 1..L-1, each (N, n_l), and the activations alpha_0..alpha_{L-1}."""
+    _, pre, act = forward(layers, X.double(), slope, keep=True)
+    derivs = [torch.where(z >= 0, torch.ones_like(z), torch.full_like(z, slope)) for z in pre[:-1]]
+    return derivs, act
+
+
+def input_jacobians(layers: list, X: torch.Tensor, slope: float = 0.0) -> list:
+    """Forward recursion F_l = J(alpha_l)(x) = D_l W_l F_{l-1}, F_0 = I: returns
+    [F_0, ..., F_{L-1}, Jf] with F_l of shape (N, n_l, d_in) and Jf (N, d_out, d_in)."""
+    derivs, _ = masks(layers, X, slope)
+    N, d = X.shape
+    F = [torch.eye(d, dtype=torch.float64).expand(N, d, d)]
+    for index, (W, _) in enumerate(layers):
+        G = W @ F[-1]  # (N, n_l, d)
+        F.append(G * derivs[index][:, :, None] if index < len(layers) - 1 else G)
+    return F
+
+
+def jacobian(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tensor:
+    """Jf(x) for every row of X: (N, d_out, d_in)."""
+    return input_jacobians(layers, X, slope)[-1]
+
+
+def backward_jacobians(layers: list, X: torch.Tensor, slope: float = 0.0) -> list:
+    """B_l = J(tilde-alpha_l -> f)(x) for l = 1..L, each (N, d_out, n_l): B_L = I,
+    B_l = B_{l+1} W_{l+1} D_l."""
+    derivs, _ = masks(layers, X, slope)
+    N = X.shape[0]
+    d_out = layers[-1][0].shape[0]
+    B = [torch.eye(d_out, dtype=torch.float64).expand(N, d_out, d_out)]
+    for index in range(len(layers) - 2, -1, -1):
+        W_next = layers[index + 1][0]
+        B.insert(0, (B[0] @ W_next) * derivs[index][:, None, :])
+    return B
+
+
+def ntk_trace_parts(layers: list, X: torch.Tensor, slope: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The weights' and the biases' parts of :math:`\mathrm{Tr}\,\Theta(x,x)` per input, from one pass:
+    :math:`\sum_\ell\|\alpha_{\ell-1}(x)\|^2\|B_\ell(x)\|_F^2` and :math:`\sum_\ell\|B_\ell(x)\|_F^2`."""
+    _, act = masks(layers, X, slope)
+    B = backward_jacobians(layers, X, slope)
+    squares = [(b ** 2).sum((-2, -1)) for b in B]
+    return sum((a ** 2).sum(-1) * s for a, s in zip(act, squares)), sum(squares)
+
+
+def ntk_trace(layers: list, X: torch.Tensor, slope: float = 0.0, biases: bool = True) -> torch.Tensor:
+    r""":math:`\mathrm{Tr}\,\Theta(x,x)=\sum_\ell(\|\alpha_{\ell-1}(x)\|^2+1)\|B_\ell(x)\|_F^2` per input
+    (without the +1 when ``biases`` is False: the weights-only trace of Theorem 7)."""
+    weights, bias_part = ntk_trace_parts(layers, X, slope)
+    return weights + bias_part if biases else weights
+
+
+def ntk_top_eigenvalue(layers: list, X: torch.Tensor, slope: float = 0.0, iters: int = 30,
+                       generator: torch.Generator | None = None) -> float:
+    r""":math:`\lambda_{\max}(\Theta(X,X))` of the (N d_out) x (N d_out) NTK (weights and biases)
+    by power iteration on :math:`v\mapsto J(J^Tv)` (one vjp and one jvp per step)."""
+    params = tuple(t.double() for pair in layers for t in pair)
+    X = X.double()
+
+    def outputs(*flat):
+        pairs = [(flat[2 * i], flat[2 * i + 1]) for i in range(len(flat) // 2)]
+        return forward(pairs, X, slope)
+
+    out, pullback = vjp(outputs, *params)
+    v = torch.randn(out.shape, generator=generator, dtype=torch.float64)
+    v = v / v.norm()
+    value = 0.0
+    for _ in range(iters):
+        cotangent = pullback(v)
+        _, Jv = jvp(outputs, params, cotangent)
+        value = float((v * Jv).sum())
+        v = Jv / Jv.norm()
+    return value
+
+
+def ntk_matrix(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tensor:
+    r"""The explicit NTK :math:`\Theta_{(i,j),(i',j')}=\sum_\ell(\alpha_{\ell-1}(x_i)\cdot\alpha_{\ell-1}(x_{i'})+1)(B_\ell(x_i)B_\ell(x_{i'})^T)_{jj'}`,
+    shape (N d_out, N d_out), sample-major; for small N d_out (checks)."""
+    _, act = masks(layers, X, slope)
+    B = backward_jacobians(layers, X, slope)
+    N, d_out = X.shape[0], layers[-1][0].shape[0]
+    theta = 0
+    for a, b in zip(act, B):
+        gram = a @ a.T + 1.0
+        theta = theta + gram[:, None, :, None] * torch.einsum("ijn,kln->ijkl", b, b)
+    return theta.reshape(N * d_out, N * d_out)
+
+
+# ------------------------------------------------------------------ weights
+
+
+def singular_values(layers: list) -> list:
+    """Singular values (descending, float64) of every W_l of one network."""
+    return [torch.linalg.svdvals(W.double()) for W, _ in layers]
+
+
+def balancedness_residual(layers: list) -> float:
+    r"""Relative violation of :math:`\|W_{\ell,i\cdot}\|^2+b_{\ell,i}^2=\|W_{\ell+1,\cdot i}\|^2`, which holds
+    at critical points of the L2-regularized loss for homogeneous activations (Thm 7)."""
+    num, den = 0.0, 0.0
+    for (W, b), (W_next, _) in zip(layers[:-1], layers[1:]):
+        incoming = (W.double() ** 2).sum(1) + b.double() ** 2
+        outgoing = (W_next.double() ** 2).sum(0)
+        num += float((incoming - outgoing).abs().sum())
+        den += float((incoming + outgoing).sum())
+    return num / den
+
+
+# ------------------------------------------------------------------ deep linear networks (§3, C1)
+
+
+def init_linear(layer_widths: Sequence[int], seeds: Sequence[int], init_scale: float = 1.0,
+                pad_width: int | None = None) -> list:
+    r"""Stacked bias-free linear networks :math:`A_\theta=W_L\cdots W_1` in float64, He-initialized at their own
+    widths (:math:`W_\ell\sim N(0,2/n_{\ell-1})`, the last :math:`N(0,1/n_{L-1})`) times ``init_scale``.
+
+    With ``pad_width`` the hidden widths are zero-padded to it, so that networks of several widths share one
+    stack. The padding is exact under gradient training with the L2 penalty: a zero hidden unit has zero
+    incoming and zero outgoing weights, hence zero gradient (its output is 0 and nothing flows back through
+    it), and Adam moves a parameter whose gradient has always been 0 by exactly 0."""
+    if pad_width is not None and pad_width < max(layer_widths[1:-1], default=0):
+        raise ValueError(f"pad_width {pad_width} is below a hidden width of {list(layer_widths)}")
+    weights = [W.double() for W, _ in init_params(layer_widths, seeds, init_scale, dtype=torch.float64)]
+    if pad_width is None:
+        return weights
+    padded = []
+    last = len(weights) - 1
+    for index, W in enumerate(weights):
+        rows = W.shape[1] if index == last else pad_width
+        cols = W.shape[2] if index == 0 else pad_width
+        Z = torch.zeros(W.shape[0], rows, cols, dtype=torch.float64)
+        Z[:, :W.shape[1], :W.shape[2]] = W
+        padded.append(Z)
+    return padded
+
+
+def linear_product(weights: list) -> torch.Tensor:
+    r""":math:`A_\theta=W_L\cdots W_1` (batched over a leading stack axis when there is one)."""
+    product = weights[0]
+    for W in weights[1:]:
+        product = W @ product
+    return product
+
+
+@dataclass
+class LinearFit:
+    weights: list  # trained stacked weights, float64
+    squared_norm: np.ndarray  # (S,) sum_l ||W_l||_F^2 at the end
+    objective: np.ndarray  # (S,) ||A_theta - A||_F^2 + lambda ||theta||^2 at the end
+    final_lr: float  # the learning rate of the last step
+    seconds: float = 0.0
+
+
+def train_linear_adam(weights: list, target: torch.Tensor, *, weight_decay: float, steps: int, lr: float,
+                      final_lr_fraction: float = 0.1) -> LinearFit:
+    r"""Full-batch Adam on :math:`\|W_L\cdots W_1-A\|_F^2+\lambda\sum_\ell\|W_\ell\|_F^2` for stacked linear
+    networks (float64), the learning rate decaying exponentially from ``lr`` to ``final_lr_fraction * lr``
+    (the same schedule as :func:`train_adam`)."""
+    if steps <= 0 or lr <= 0:
+        raise ValueError(f"steps and lr must be positive, got {steps}, {lr}")
+    start = time.perf_counter()
+    params = [W.detach().clone().double().requires_grad_(True) for W in weights]
+    A = target.double()
+    optimizer = torch.optim.Adam(params, lr=lr)
+    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=final_lr_fraction ** (1.0 / steps))
+    last_lr = lr
+    with one_cpu_thread(A.device):  # tiny matrices: one thread is faster
+        for _ in range(steps):
+            optimizer.zero_grad(set_to_none=True)
+            norm = sum((W ** 2).sum((-2, -1)) for W in params)
+            loss = ((linear_product(params) - A) ** 2).sum((-2, -1)) + weight_decay * norm
+            loss.sum().backward()
+            last_lr = optimizer.param_groups[0]["lr"]
+            optimizer.step()
+            scheduler.step()
+    trained = [W.detach() for W in params]
+    with torch.no_grad():
+        norm = sum((W ** 2).sum((-2, -1)) for W in trained)
+        objective = ((linear_product(trained) - A) ** 2).sum((-2, -1)) + weight_decay * norm
+    return LinearFit(trained, norm.numpy(), objective.numpy(), last_lr, time.perf_counter() - start)

@@ -1,0 +1,2 @@
+"""Oymak, Fabian, Li & Soltanolkotabi (2019), *Generalization guarantees via the low-rank Jacobian*:
+the multiclass theory network (:mod:`.multiclass`) and the ResNet without BatchNorm (:mod:`.resnet`)."""

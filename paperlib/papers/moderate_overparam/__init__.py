@@ -1,0 +1,2 @@
+"""Oymak & Soltanolkotabi (2019), *Towards moderate overparameterization*: the theory's predictions
+(:mod:`.overparam`) and the batched phase-diagram trainer of Figure 2 (:mod:`.phase`)."""

@@ -1,0 +1,375 @@
+r"""The batched phase-diagram trainer behind Figure 2 of Oymak & Soltanolkotabi (2019): every
+(n, k, d, trial) cell's shallow network trained by full-batch GD on the sum loss, as padded tensor
+programs, and the success rates arranged on the (k, d) grid. Conventions as in
+:mod:`paperlib.nets.training`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from paperlib.core.seeding import generator as make_generator
+from paperlib.data.synthetic import gaussian_labels, sphere_points
+from paperlib.nets.shallow import initial_weights, output_weights, resolve_activation
+from paperlib.nets.training import DIVERGENCE_THRESHOLD, _progress
+
+# --------------------------------------------------------------------------- phase diagram
+
+
+@dataclass(frozen=True)
+class PhaseCell:
+    """One network of a phase diagram: ``n`` samples, width ``k``, input dimension ``d``,
+    realization ``trial``."""
+
+    num_samples: int
+    width: int
+    input_dim: int
+    trial: int = 0
+
+    def __post_init__(self):
+        for name in ("num_samples", "width", "input_dim"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"PhaseCell.{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.trial, (int, np.integer)) or self.trial < 0:
+            raise ValueError(f"PhaseCell.trial must be a non-negative integer, got {self.trial!r}")
+
+    @property
+    def effective_width(self) -> int:
+        """:math:`2\\lfloor k/2\\rfloor`: units with :math:`v_\\ell\\ne0`."""
+        return 2 * (self.width // 2)
+
+
+def phase_cells(num_samples: Iterable[int], widths: Iterable[int], input_dims: Iterable[int],
+                trials: int) -> list[PhaseCell]:
+    """Every (n, k, d, trial) combination, n outermost."""
+    return [PhaseCell(int(n), int(k), int(d), t) for n in num_samples for k in widths
+            for d in input_dims for t in range(trials)]
+
+
+def cell_problem(cell: PhaseCell, seed: int):
+    """The data of one cell, in float64 on the CPU: ``(X, y, W0, v)``.
+
+    Drawn from ``generator(seed, "cell", n, k, d, trial)`` in the order X, y, W0, so a cell's
+    numbers never depend on the other cells of the grid, nor on the device.
+    """
+    n, k, d = int(cell.num_samples), int(cell.width), int(cell.input_dim)
+    gen = make_generator(seed, "cell", n, k, d, int(cell.trial))
+    X = sphere_points(n, d, gen, dtype=torch.float64)
+    y = gaussian_labels(n, gen, dtype=torch.float64)
+    W0 = initial_weights(k, d, gen, dtype=torch.float64)
+    v = output_weights(k, float(torch.linalg.vector_norm(y)), n, dtype=torch.float64)
+    return X, y, W0, v
+
+
+@dataclass
+class PhaseResult:
+    """Per-cell outcome of :func:`fit_cells`, in the order of ``cells``.
+
+    - ``success``: final relative error below ``tol`` (within ``max_iters`` updates);
+    - ``rel_error``: :math:`\\|\\mathbf r\\|/\\|\\mathbf y\\|` at the last iterate (may be inf/nan
+      for diverged runs);
+    - ``iterations``: GD updates made (the iterate at which the run stopped);
+    - ``diverged``: non-finite residual or relative error above 1e3 (a failure);
+    - ``dead_points``: for ReLU, the number of :math:`\\mathbf x_i` with
+      :math:`\\mathbf w_\\ell^T\\mathbf x_i\\le0` for every unit with :math:`v_\\ell\\ne0` at the
+      last iterate (zero output and zero gradient); -1 for other activations.
+    """
+
+    cells: list
+    activation: str
+    lr: float
+    max_iters: int
+    tol: float
+    seed: int
+    success: np.ndarray
+    rel_error: np.ndarray
+    iterations: np.ndarray
+    diverged: np.ndarray
+    dead_points: np.ndarray
+    elapsed_s: float = 0.0
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    def __len__(self):
+        return len(self.cells)
+
+
+def _activation_kernel(act) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """``Z -> (phi(Z), phi'(Z))``, fused for the activations the trainer meets most."""
+    name = getattr(act, "name", None)
+    if name == "softplus":
+        return lambda Z: (F.softplus(Z), torch.sigmoid(Z))
+    if name == "relu":
+        def relu_kernel(Z):
+            dphi = (Z >= 0).to(Z.dtype)
+            return Z * dphi, dphi
+        return relu_kernel
+    return lambda Z: (act.phi(Z), act.dphi(Z))
+
+
+def _dead_points(X, W, v) -> torch.Tensor:
+    """Per run, the number of rows of X with W x <= 0 in every unit where v != 0."""
+    Z = torch.bmm(X, W.transpose(1, 2))
+    live_unit = (v != 0).unsqueeze(1)                       # (B, 1, K)
+    alive = ((Z > 0) & live_unit).any(dim=2)                # (B, n)
+    return (~alive).sum(dim=1)
+
+
+class _Group:
+    """The padded batch of the cells of one group (see :func:`fit_cells`), and its bookkeeping."""
+
+    def __init__(self, cells, index, seed, device, dtype):
+        n = cells[0].num_samples
+        self.widths = torch.tensor([c.width for c in cells])
+        self.dims = torch.tensor([c.input_dim for c in cells])
+        B, K, D = len(cells), int(self.widths.max()), int(self.dims.max())
+        X = torch.zeros(B, n, D, dtype=torch.float64)
+        W = torch.zeros(B, K, D, dtype=torch.float64)
+        v = torch.zeros(B, K, dtype=torch.float64)
+        y = torch.zeros(B, n, dtype=torch.float64)
+        for b, cell in enumerate(cells):
+            Xc, yc, Wc, vc = cell_problem(cell, seed)
+            k, d = cell.width, cell.input_dim
+            X[b, :, :d] = Xc
+            W[b, :k, :d] = Wc
+            v[b, :k] = vc
+            y[b] = yc
+        self.label_norm = torch.linalg.vector_norm(y, dim=1).to(device=device, dtype=dtype)
+        self.X = X.to(device=device, dtype=dtype)
+        self.W = W.to(device=device, dtype=dtype)
+        self.v = v.to(device=device, dtype=dtype)
+        self.y = y.to(device=device, dtype=dtype)
+        self.index = torch.as_tensor(index, dtype=torch.long)      # rows -> result slots (CPU)
+        self.active = torch.ones(B, dtype=torch.bool, device=device)
+        self.success = torch.zeros(B, dtype=torch.bool, device=device)
+        self.rel = torch.full((B,), float("nan"), dtype=dtype, device=device)
+        self.iters = torch.zeros(B, dtype=torch.long, device=device)
+
+    def __len__(self):
+        return len(self.index)
+
+    def select(self, keep: torch.Tensor):
+        """Keep the rows ``keep`` (a CPU bool mask) and trim the padding to the survivors."""
+        rows = keep.nonzero().squeeze(1)
+        self.widths, self.dims, self.index = self.widths[rows], self.dims[rows], self.index[rows]
+        if len(rows) == 0:
+            return
+        K, D = int(self.widths.max()), int(self.dims.max())
+        dev_rows = rows.to(self.X.device)
+        self.X = self.X[dev_rows, :, :D].contiguous()
+        self.W = self.W[dev_rows, :K, :D].contiguous()
+        self.v = self.v[dev_rows, :K].contiguous()
+        for name in ("y", "label_norm", "active", "success", "rel", "iters"):
+            setattr(self, name, getattr(self, name)[dev_rows])
+
+
+def fit_cells(cells: Sequence[PhaseCell], activation, lr: float, max_iters: int, tol: float,
+              seed: int, device="cpu", dtype=torch.float32, compact_every: int = 250,
+              progress: bool = False, num_threads: Optional[int] = None,
+              divergence_threshold: float = DIVERGENCE_THRESHOLD) -> PhaseResult:
+    r"""Train every cell's network by full-batch GD on the sum loss, batched.
+
+    The cells of one batch (the same ``n``; on a CPU, a range of widths, see :func:`_batches`)
+    form one padded tensor program (``bmm``): ``d`` is zero-padded (the extra coordinates of X and columns of W are 0 and
+    stay 0) and ``k`` is padded with units whose :math:`v_\ell = 0` (their gradient is 0), so
+    padding is exact up to the order of floating-point sums.
+    Each cell's X, y, W0 come from :func:`cell_problem` (float64, cast afterwards).
+
+    A run stops at the first iterate whose relative error is below ``tol`` (success), or is
+    non-finite or above ``divergence_threshold`` (diverged, a failure); otherwise it makes
+    ``max_iters`` updates. Stopped runs are frozen at once (their residual is masked out of the
+    update), and every ``compact_every`` iterations they are dropped from the batch and the
+    padding is trimmed to the surviving cells.
+
+    ``num_threads`` (optional) sets ``torch.set_num_threads`` for the duration of the call
+    only; by default the process's setting is used as given. (On a CPU shared with another
+    busy process, 2 OpenMP threads on 2 cores can be several times *slower* than 1.)
+    """
+    if num_threads is not None:
+        previous = torch.get_num_threads()
+        torch.set_num_threads(num_threads)
+        try:
+            return fit_cells(cells, activation, lr, max_iters, tol, seed, device=device,
+                             dtype=dtype, compact_every=compact_every, progress=progress,
+                             divergence_threshold=divergence_threshold)
+        finally:
+            torch.set_num_threads(previous)
+    if not isinstance(compact_every, int) or compact_every <= 0:
+        raise ValueError(f"compact_every must be a positive integer, got {compact_every!r}")
+    if not isinstance(max_iters, int) or max_iters < 0:
+        raise ValueError(f"max_iters must be a non-negative integer, got {max_iters!r}")
+    act = resolve_activation(activation)
+    act_name = getattr(act, "name", str(activation))
+    kernel = _activation_kernel(act)
+    device = torch.device(device)
+    cells = list(cells)
+    N = len(cells)
+    success = np.zeros(N, dtype=bool)
+    rel_error = np.full(N, np.nan)
+    iterations = np.zeros(N, dtype=np.int64)
+    diverged = np.zeros(N, dtype=bool)
+    dead_points = np.full(N, -1, dtype=np.int64)
+    count_dead = act_name == "relu"
+
+    groups = _batches(cells, split_widths=device.type == "cpu")
+
+    def retire(group, finished_mask):
+        """Copy the results of the rows in ``finished_mask`` (CPU bool) out."""
+        rows = finished_mask.nonzero().squeeze(1)
+        if len(rows) == 0:
+            return
+        dev_rows = rows.to(device)
+        slots = group.index[rows].numpy()
+        rel = group.rel[dev_rows].double().cpu().numpy()
+        ok = group.success[dev_rows].cpu().numpy()
+        success[slots] = ok
+        rel_error[slots] = rel
+        iterations[slots] = group.iters[dev_rows].cpu().numpy()
+        diverged[slots] = ~ok & (~np.isfinite(rel) | (rel > divergence_threshold))
+        if count_dead:
+            dead_points[slots] = _dead_points(group.X[dev_rows], group.W[dev_rows],
+                                              group.v[dev_rows]).cpu().numpy()
+
+    start = time.perf_counter()
+    bar = _progress(max_iters * len(groups), progress, f"fit_cells[{act_name}]")
+    try:
+        for idx in groups:
+            group = _Group([cells[i] for i in idx], idx, seed, device, dtype)
+            _train_group(group, kernel, lr, max_iters, tol, divergence_threshold,
+                         compact_every, retire, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    elapsed = time.perf_counter() - start
+    return PhaseResult(cells=cells, activation=act_name, lr=float(lr), max_iters=max_iters,
+                       tol=float(tol), seed=seed, success=success, rel_error=rel_error,
+                       iterations=iterations, diverged=diverged, dead_points=dead_points,
+                       elapsed_s=elapsed, device=str(device), dtype=str(dtype).replace("torch.", ""))
+
+
+# Per iteration, a batch costs about 70 us of dispatch plus 5 ns per element of its (B, n, k)
+# activations on one core (measured; the d-dimension of the products costs far less), so a
+# width joins the batch below it when padding those cells up costs less than a launch.
+_MERGE_ELEMENTS = 15_000
+
+
+def _batches(cells: list, split_widths: bool) -> list[list[int]]:
+    """Cell indices grouped into padded batches: one per ``n``, or, with ``split_widths`` (on a
+    CPU, where padding costs arithmetic), split between widths wherever padding the narrower
+    cells to the next width would cost more than a separate batch. The runs that go on longest
+    (small k d, which cannot fit) then no longer pay for the widest network: the default
+    Figure 2 ran 1.65x faster on one core."""
+    by_key: dict[tuple[int, int], list[int]] = {}
+    for i, cell in enumerate(cells):
+        by_key.setdefault((int(cell.num_samples), int(cell.width) if split_widths else 0), []).append(i)
+    batches, last_key = [], None
+    for (n, k) in sorted(by_key):
+        idx = by_key[(n, k)]
+        if last_key is not None and last_key[0] == n and n * len(batches[-1]) * (k - last_key[1]) <= _MERGE_ELEMENTS:
+            batches[-1].extend(idx)
+        else:
+            batches.append(list(idx))
+        last_key = (n, k)
+    return batches
+
+
+def _train_group(g: _Group, kernel, lr, max_iters, tol, div_thr, compact_every, retire, bar):
+    """The hot loop: GD on one padded batch until every run has stopped."""
+    done_at = 0
+    tau = 0
+    while True:
+        # ---- one iteration: evaluate at W_tau, stop the runs that are finished, update
+        X, W, v, y = g.X, g.W, g.v, g.y
+        Z = torch.bmm(X, W.transpose(1, 2))                       # (B, n, K)
+        P, S = kernel(Z)
+        r = torch.bmm(P, v.unsqueeze(2)).squeeze(2).sub_(y)       # (B, n)
+        rel = torch.linalg.vector_norm(r, dim=1).div_(g.label_norm)
+        g.rel = torch.where(g.active, rel, g.rel)
+        ok = rel < tol
+        bad = ~torch.isfinite(rel) | (rel > div_thr)
+        g.success |= g.active & ok
+        g.active &= ~(ok | bad)
+        if tau == max_iters:
+            break
+        r = torch.where(g.active.unsqueeze(1), r, 0.0)
+        S.mul_(v.unsqueeze(1)).mul_(r.unsqueeze(2))              # phi'(Z) * r v^T
+        W.baddbmm_(S.transpose(1, 2), X, alpha=-lr)
+        g.iters += g.active
+        tau += 1
+        if tau % compact_every == 0:
+            if bar is not None:
+                bar.update(tau - done_at)
+                done_at = tau
+            active = g.active.cpu()
+            if not bool(active.all()):
+                retire(g, ~active)
+                g.select(active)
+                if len(g) == 0:
+                    break
+    if bar is not None:
+        bar.update(max_iters - done_at)
+    if len(g):
+        retire(g, torch.ones(len(g), dtype=torch.bool))
+
+
+# --------------------------------------------------------------------------- grids
+
+
+@dataclass
+class PhaseGrid:
+    """Results of one ``n`` arranged on the (k, d) grid: arrays of shape
+    ``(len(widths), len(input_dims))``; NaN where a (k, d) pair has no cell."""
+
+    num_samples: int
+    widths: np.ndarray
+    input_dims: np.ndarray
+    trials: np.ndarray
+    success_rate: np.ndarray
+    median_rel_error: np.ndarray
+    diverged_rate: np.ndarray
+    mean_dead_points: np.ndarray
+    mean_iterations: np.ndarray
+
+
+def success_rate_grid(result: PhaseResult, num_samples: Optional[int] = None) -> PhaseGrid:
+    """Average the cells of ``result`` with ``n == num_samples`` over trials, on the (k, d) grid
+    spanned by the widths and input dimensions present. ``num_samples`` may be omitted when
+    the result holds a single ``n``."""
+    ns = sorted({c.num_samples for c in result.cells})
+    if num_samples is None:
+        if len(ns) != 1:
+            raise ValueError(f"num_samples must be given: the result holds n in {ns}")
+        num_samples = ns[0]
+    if num_samples not in ns:
+        raise ValueError(f"num_samples={num_samples!r} is not in the result (n in {ns})")
+    rows = [i for i, c in enumerate(result.cells) if c.num_samples == num_samples]
+    widths = np.array(sorted({result.cells[i].width for i in rows}))
+    dims = np.array(sorted({result.cells[i].input_dim for i in rows}))
+    kpos = {k: a for a, k in enumerate(widths)}
+    dpos = {d: b for b, d in enumerate(dims)}
+    shape = (len(widths), len(dims))
+    buckets: dict[tuple[int, int], list[int]] = {}
+    for i in rows:
+        c = result.cells[i]
+        buckets.setdefault((kpos[c.width], dpos[c.input_dim]), []).append(i)
+    trials = np.zeros(shape, dtype=np.int64)
+    out = {name: np.full(shape, np.nan) for name in
+           ("success_rate", "median_rel_error", "diverged_rate", "mean_dead_points",
+            "mean_iterations")}
+    for (a, b), members in buckets.items():
+        m = np.asarray(members)
+        trials[a, b] = len(m)
+        out["success_rate"][a, b] = result.success[m].mean()
+        out["median_rel_error"][a, b] = np.median(result.rel_error[m])
+        out["diverged_rate"][a, b] = result.diverged[m].mean()
+        out["mean_dead_points"][a, b] = result.dead_points[m].mean()
+        out["mean_iterations"][a, b] = result.iterations[m].mean()
+    return PhaseGrid(num_samples=num_samples, widths=widths, input_dims=dims, trials=trials,
+                     **out)

@@ -1,0 +1,211 @@
+"""The ledger computes verdicts from measurement, prediction and tolerance."""
+
+import json
+import math
+
+import pytest
+
+from paperlib.core import ledger as L
+from paperlib.core.params import Params
+
+
+def make_ledger():
+    params = Params(paper="demo", values={"preset": "smoke", "seed": 3}, overrides={})
+    return L.Ledger("demo", params)
+
+
+def test_close_check_bounds():
+    check = L.close(rtol=0.1, atol=0.01)
+    assert check.passes(1.105, 1.0)
+    assert not check.passes(1.2, 1.0)
+    assert check.bounds(1.0) == pytest.approx((0.89, 1.11))
+
+
+def test_one_sided_and_range_checks():
+    assert L.at_most().passes(0.99, 1.0) and not L.at_most().passes(1.01, 1.0)
+    assert L.at_least(atol=1e-10).passes(-1e-11, 0.0) and not L.at_least().passes(-1e-3, 0.0)
+    assert L.within(1, 3).passes([1.0, 2.5, 3.0], None) and not L.within(1, 3).passes([2.0, 3.1], None)
+
+
+def test_bad_checks_raise():
+    with pytest.raises(ValueError):
+        L.close()
+    with pytest.raises(ValueError):
+        L.within(3, 1)
+
+
+@pytest.mark.parametrize("measured, assumption, enough, expected", [
+    (0.5, True, True, "reproduced"),
+    (1.5, True, True, "not reproduced"),
+    (0.5, False, True, "assumption not met"),
+    (1.5, False, True, "assumption not met"),
+    (float("nan"), True, True, "inconclusive"),
+    (None, True, True, "inconclusive"),
+    (0.5, True, False, "inconclusive"),
+])
+def test_verdicts(measured, assumption, enough, expected):
+    verdict, _ = L.compute_verdict(measured, 1.0, L.at_most(), assumption, enough)
+    assert verdict == expected
+
+
+def test_assumption_not_met_still_reports_prediction():
+    ledger = make_ledger()
+    entry = ledger.record("x", "Thm 1", "bound", kind="prediction", measured=0.5, predicted=1.0, check=L.at_most(),
+                          assumption=(False, "width too small"))
+    assert entry["verdict"] == "assumption not met" and entry["prediction_holds"] is True
+    assert "width too small" in entry["why"] and "holds anyway" in entry["why"]
+
+
+def test_ledger_json_shape(tmp_path):
+    ledger = make_ledger()
+    ledger.record("a", "Lemma 1", "s", kind="prediction", measured=[1.0, 2.0], predicted=1.5, check=L.close(atol=0.6), robust=True)
+    ledger.record("b", "Lemma 2", "s", kind="prediction", measured=math.inf, predicted=0.0, check=L.at_most())
+    path = ledger.save(tmp_path / "demo.json")
+    data = json.loads(path.read_text())
+    for key in ("paper", "preset", "parameters", "seed", "versions", "device", "runtime_s", "claims"):
+        assert key in data
+    assert data["seed"] == 3 and data["preset"] == "smoke"
+    assert [c["verdict"] for c in data["claims"]] == ["reproduced", "inconclusive"]
+    assert set(data["versions"]) >= {"paperlib", "torch", "python"}
+    assert data["claims"][1]["measured"] == "inf"  # JSON has no inf
+
+
+def test_duplicate_claim_id_rejected():
+    ledger = make_ledger()
+    ledger.record("a", "s", "s", kind="prediction", measured=1, predicted=1, check=L.close(atol=1))
+    with pytest.raises(ValueError, match="twice"):
+        ledger.record("a", "s", "s", kind="prediction", measured=1, predicted=1, check=L.close(atol=1))
+
+
+def test_save_writes_paper_and_preset_in_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = make_ledger().save()
+    assert path.resolve().parent == tmp_path and path.name.endswith(".smoke.ledger.json")
+    assert make_ledger().save(tmp_path / "given.json") == tmp_path / "given.json"
+
+
+def test_table_and_summary():
+    ledger = make_ledger()
+    ledger.record("a", "Thm", "s", kind="prediction", measured=0.2066, predicted=0.207, paper_value=0.207, check=L.close(atol=5e-4))
+    assert "0.207" in ledger.table_markdown() and "reproduced" in ledger.table_markdown()
+    assert ledger.summary() == "At the `smoke` preset, seed 3: 1 of 1 predictions reproduced"
+
+
+# Each check with non-zero tolerances, probed just inside and just outside both ends of its
+# accepted range: a verdict must flip in either direction when a measurement crosses a bound.
+# The probes sit 1e-6 from a boundary, far above rounding (1e-16) and far below the tolerances.
+@pytest.mark.parametrize("check, predicted, low, high", [
+    (L.close(rtol=0.1, atol=0.01), -2.0, -2.21, -1.79),
+    (L.close(rtol=0.25), 4.0, 3.0, 5.0),
+    (L.close(atol=0.05), 0.0, -0.05, 0.05),
+    (L.at_most(atol=0.05), 1.0, -math.inf, 1.05),
+    (L.at_least(atol=0.05), 1.0, 0.95, math.inf),
+    (L.within(0.6, 0.9), 0.75, 0.6, 0.9),
+])
+def test_checks_flip_at_both_ends(check, predicted, low, high):
+    assert check.bounds(predicted) == pytest.approx((low, high))
+    step = 1e-6
+    for end, inside, outside in ((low, low + step, low - step), (high, high - step, high + step)):
+        if math.isinf(end):
+            assert check.passes(-1e300 if end < 0 else 1e300, predicted)
+            continue
+        assert check.passes(inside, predicted), (inside, check)
+        assert not check.passes(outside, predicted), (outside, check)
+        assert L.compute_verdict(inside, predicted, check) == ("reproduced", True)
+        assert L.compute_verdict(outside, predicted, check) == ("not reproduced", False)
+        # an unmet assumption keeps the verdict apart but still reports which way the check went
+        assert L.compute_verdict(outside, predicted, check, assumption_met=False) == ("assumption not met", False)
+        # every element of a sequence must pass: one element outside fails the claim
+        assert check.passes([inside, inside], predicted) and not check.passes([inside, outside], predicted)
+
+
+def test_record_flips_both_ways_and_explains():
+    ledger = make_ledger()
+    up = ledger.record("up", "Thm", "s", kind="prediction", measured=1.2, predicted=1.0, check=L.close(rtol=0.1, atol=0.05))
+    down = ledger.record("down", "Thm", "s", kind="prediction", measured=1.1, predicted=1.0, check=L.close(rtol=0.1, atol=0.05))
+    assert up["verdict"] == "not reproduced" and down["verdict"] == "reproduced"
+    assert "accepted range [0.85, 1.15]" in up["why"] and "accepted range [0.85, 1.15]" in down["why"]
+
+
+def test_load_reads_what_save_wrote(tmp_path):
+    ledger = make_ledger()
+    ledger.record("a", "Thm", "s", kind="prediction", measured=0.5, predicted=1.0, check=L.at_most(atol=0.1))
+    data = L.load(ledger.save(tmp_path / "x.json"))
+    assert data["claims"][0]["id"] == "a" and data["claims"][0]["verdict"] == "reproduced"
+    assert data["counts"]["reproduced"] == 1
+
+
+def mixed_ledger():
+    ledger = make_ledger()
+    ledger.record("p1", "Thm 1", "s", kind="prediction", measured=0.5, predicted=1.0, check=L.at_most())
+    ledger.record("p2", "Thm 1", "s", kind="prediction", measured=1.5, predicted=1.0, check=L.at_most())
+    ledger.record("p3", "Thm 1", "s", kind="prediction", measured=math.nan, predicted=1.0, check=L.at_most())
+    ledger.record("b1", "Thm 2", "s", kind="bound", measured=0.5, predicted=1.0, check=L.at_most(),
+                  assumption=(True, "wide enough"))
+    ledger.record("b2", "Thm 2", "s", kind="bound", measured=0.5, predicted=1.0, check=L.at_most(),
+                  assumption=(False, "width below the theorem's"))
+    ledger.record("b3", "Thm 2", "s", kind="bound", measured=2.0, predicted=1.0, check=L.at_most(),
+                  assumption=(True, "wide enough"))
+    ledger.record("c1", "identity", "s", kind="consistency", measured=0.0, predicted=0.0, check=L.close(atol=1e-12))
+    ledger.observe("e1", "Fig. 1", "a measured curve", measured=0.3)
+    return ledger
+
+
+def test_headline_counts_only_predictions_as_reproductions():
+    assert L.headline(mixed_ledger().claims) == (
+        "1 of 3 predictions reproduced (1 not reproduced, 1 inconclusive); 2 of 3 bounds hold "
+        "(1 with their assumptions met); 1 of 1 consistency checks pass; 1 exploratory measurements")
+
+
+def test_kinds_are_required_and_a_bound_needs_its_assumption():
+    ledger = make_ledger()
+    with pytest.raises(TypeError):
+        ledger.record("x", "s", "s", measured=1, predicted=1, check=L.at_most())
+    with pytest.raises(ValueError, match="kind"):
+        ledger.record("x", "s", "s", kind="guess", measured=1, predicted=1, check=L.at_most())
+    with pytest.raises(ValueError, match="assumption"):
+        ledger.record("x", "s", "s", kind="bound", measured=1, predicted=1, check=L.at_most())
+
+
+def test_tables_split_by_kind_and_give_every_reason():
+    ledger = mixed_ledger()
+    table = ledger.table_markdown()
+    for title in ("Predictions", "Bounds", "Consistency checks", "Exploratory"):
+        assert f"**{title}" in table
+    assert table.count("- `") == len(ledger.claims)  # one reason per claim
+    assert "| passes |" in table and "| **fails** |" in table and "no verdict" in table
+    findings = ledger.findings_markdown()
+    assert "`p2`" in findings and "`b3`" in findings and "`b2`" in findings and "`p3`" in findings
+    assert "`p1`" not in findings and "`c1`" not in findings
+
+
+def test_old_ledgers_fail_validation_with_a_clear_message(tmp_path):
+    data = mixed_ledger().as_dict()
+    assert L.validate_ledger(data) is data
+    for claim in data["claims"]:
+        del claim["kind"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(L.LedgerError, match="no 'kind'.*run the chapter again"):
+        L.load(path)
+
+
+def test_git_revision_marks_uncommitted_source_changes():
+    import subprocess
+    revision = L.git_revision()
+    head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
+                          cwd=L.Path(L.__file__).parent).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *L.SOURCE_PATHS],
+                           capture_output=True, text=True, cwd=L.Path(L.__file__).parents[2]).stdout.strip()
+    assert revision == head + ("-dirty" if dirty else "")
+
+
+def test_findings_name_robust_claims_that_fail_at_this_seed():
+    ledger = make_ledger()
+    ledger.record("held", "s", "s", kind="prediction", measured=1.0, predicted=1.0, check=L.close(atol=0.1), robust=True)
+    ledger.record("broke", "s", "s", kind="prediction", measured=2.0, predicted=1.0, check=L.close(atol=0.1), robust=True)
+    ledger.record("fragile", "s", "s", kind="prediction", measured=2.0, predicted=1.0, check=L.close(atol=0.1))
+    assert [c["id"] for c in L.robust_failures(ledger.claims)] == ["broke"]
+    robust_section = ledger.findings_markdown().split("**Predictions not reproduced**")[0]
+    assert "Robust claims that do not hold" in robust_section
+    assert "`broke`" in robust_section and "`fragile`" not in robust_section and "`held`" not in robust_section

@@ -1,0 +1,106 @@
+"""Parameters: presets, schema validation, clear errors naming the parameter."""
+
+import pytest
+
+from paperlib.core import params as P
+
+PAPER = "moderate-overparam"
+
+
+@pytest.mark.parametrize("paper", P.available_papers())
+def test_presets_are_valid_and_complete(paper):
+    schema = P.load_schema(paper)
+    for preset in P.PRESETS:
+        values = P.load_preset(paper, preset)
+        assert set(values) == set(schema), preset
+        assert P.validate(paper, values)["preset"] == preset
+
+
+def test_unknown_preset_names_it():
+    with pytest.raises(P.ParameterError, match="preset"):
+        P.load_preset(PAPER, "huge")
+
+
+@pytest.mark.parametrize("name, value, fragment", [
+    ("phase_widths", [4, -2], "phase_widths"),
+    ("phase_widths", [0], "phase_widths"),
+    ("phase_trials", "three", "phase_trials"),
+    ("phase_trials", 2.5, "phase_trials"),
+    ("tol", -1.0, "tol"),
+    ("activations", ["tanh"], "activations"),
+    ("seed", True, "seed"),
+    ("lazy_widths", [], "lazy_widths"),
+])
+def test_bad_values_name_the_parameter(name, value, fragment):
+    values = dict(P.load_preset(PAPER, "smoke"), **{name: value})
+    with pytest.raises(P.ParameterError, match=fragment):
+        P.validate(PAPER, values)
+
+
+def test_unknown_parameter_is_rejected():
+    values = dict(P.load_preset(PAPER, "smoke"), widht=3)
+    with pytest.raises(P.ParameterError, match="widht"):
+        P.validate(PAPER, values)
+
+
+def test_int_accepted_for_float_and_yaml_exponent_string():
+    values = dict(P.load_preset(PAPER, "smoke"), tol=1, eta_bar="5e-1")
+    checked = P.validate(PAPER, values)
+    assert checked["tol"] == 1.0 and checked["eta_bar"] == 0.5
+
+
+def unset(paper=PAPER, **values):
+    """A notebook namespace as the parameters cell leaves it (every parameter None), then ``values``."""
+    return dict({name: None for name in P.load_schema(paper)}, **dict({"preset": "default"}, **values))
+
+
+def test_resolve_applies_preset_and_keeps_overrides():
+    resolved = P.resolve(PAPER, unset(preset="smoke", seed=5))
+    smoke = P.load_preset(PAPER, "smoke")
+    assert resolved.phase_widths == smoke["phase_widths"]
+    assert resolved.seed == 5 and resolved.overrides == {"seed": 5}
+    assert P.resolve(PAPER, unset()).as_dict() == P.validate(PAPER, P.load_preset(PAPER, "default"))
+
+
+def test_a_value_equal_to_the_default_preset_is_kept_at_another_preset():
+    default = P.load_preset(PAPER, "default")
+    resolved = P.resolve(PAPER, unset(preset="smoke", lazy_iters=default["lazy_iters"]))
+    assert resolved.lazy_iters == default["lazy_iters"]
+    assert resolved.overrides == {"lazy_iters": default["lazy_iters"]}
+
+
+def test_resolve_rejects_bad_value_preset_and_missing_name():
+    with pytest.raises(P.ParameterError, match="phase_trials"):
+        P.resolve(PAPER, unset(phase_trials=-1))
+    with pytest.raises(P.ParameterError, match="preset"):
+        P.resolve(PAPER, unset(preset="fast"))
+    namespace = unset()
+    del namespace["tol"]
+    with pytest.raises(P.ParameterError, match="'tol' is missing"):
+        P.resolve(PAPER, namespace)
+
+
+def test_runner_and_notebook_plan_the_same_parameters():
+    from paperlib.core.runner import planned_parameters
+    overrides = {"seed": 4, "phase_trials": 2}
+    assert planned_parameters(PAPER, "smoke", overrides) == P.resolve(PAPER, unset(preset="smoke", **overrides)).values
+
+
+@pytest.mark.parametrize("paper", P.available_papers())
+def test_notebook_parameters_cell_names_every_parameter_unset(paper):
+    import jupytext
+    notebook = jupytext.read(P.NOTEBOOK_DIR / f"{paper}.md")
+    cells = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, "exactly one cell must be tagged 'parameters'"
+    namespace = {}
+    exec(cells[0].source, namespace)
+    namespace = {k: v for k, v in namespace.items() if not k.startswith("__")}
+    assert list(namespace) == list(P.load_schema(paper)), "the cell lists the schema's parameters in its order"
+    assert namespace == dict({name: None for name in namespace}, preset="default")
+
+
+def test_relations_are_checked_by_resolve():
+    namespace = unset("resnet-beyond-kernels", input_dim=20)
+    with pytest.raises(P.ParameterError, match="input_dim"):
+        P.resolve("resnet-beyond-kernels", namespace)
+

@@ -1,0 +1,73 @@
+"""The shared figures draw what they claim: mean, seed band, prediction."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from paperlib import plotting # noqa: E402
+
+
+def test_prediction_vs_measurement_shows_mean_band_and_prediction():
+    plotting.use_style()
+    fig, ax = plt.subplots()
+    x = np.array([1.0, 2.0, 3.0])
+    measured = np.array([[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]])
+    plotting.prediction_vs_measurement(ax, x, measured, predicted=x + 1, bound=2 * x)
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    mean_line = next(line for label, line in lines.items() if label.startswith("measured (mean"))
+    assert np.allclose(mean_line.get_ydata(), [2.0, 3.0, 4.0])
+    assert "2 seeds" in mean_line.get_label()
+    assert np.allclose(lines["prediction"].get_ydata(), x + 1)
+    band = ax.collections[0].get_paths()[0].vertices
+    assert band[:, 1].min() == 1.0 and band[:, 1].max() == 5.0
+    plt.close(fig)
+
+
+def test_phase_diagram_cells_are_centered():
+    fig, ax = plt.subplots()
+    rate = np.array([[0.0, 1.0], [0.5, 1.0]])
+    image = plotting.phase_diagram(ax, rate, [1, 2], [3, 4], xlabel="k", ylabel="d")
+    assert ax.get_xlim() == (0.5, 2.5) and ax.get_ylim() == (2.5, 4.5)
+    assert np.allclose(np.asarray(image.get_array()).ravel(), rate.ravel())
+    plt.close(fig)
+
+
+def test_use_style_sets_the_palette_and_grid():
+    """Would catch: a style that does not install the colour-blind palette the notebooks rely on
+    (plotting.PALETTE indices) or forgets the grid."""
+    plotting.use_style()
+    colors = [c["color"] for c in plt.rcParams["axes.prop_cycle"]]
+    assert [c.lower() for c in colors] == [c.lower() for c in plotting.PALETTE]
+    assert plt.rcParams["axes.grid"] is True
+
+
+def test_prediction_vs_measurement_ignores_nan_seeds_and_draws_the_bound_dashed():
+    """Mean and band against numpy on data with a missing seed value. Would catch: np.mean in
+    place of np.nanmean (a NaN mean), or a bound drawn solid / not drawn."""
+    fig, ax = plt.subplots()
+    x = np.array([1.0, 2.0, 4.0])
+    measured = np.array([[1.0, np.nan, 2.0], [3.0, 5.0, 6.0], [2.0, 7.0, 1.0]])
+    plotting.prediction_vs_measurement(ax, x, measured, bound=3 * x, logx=True)
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    mean_line = next(line for label, line in lines.items() if label.startswith("measured (mean"))
+    assert np.allclose(mean_line.get_ydata(), [2.0, 6.0, 3.0])        # (1+3+2)/3, (5+7)/2, (2+6+1)/3
+    assert "3 seeds" in mean_line.get_label()
+    bound = lines["theorem's bound"]
+    assert bound.get_linestyle() == "--" and np.allclose(bound.get_ydata(), 3 * x)
+    band = ax.collections[0].get_paths()[0].vertices
+    assert band[:, 1].min() == 1.0 and band[:, 1].max() == 7.0
+    assert ax.get_xscale() == "log"
+    plt.close(fig)
+
+
+def test_phase_diagram_edges_for_uneven_and_single_values():
+    """Cell edges are midpoints between centres (extended symmetrically at the ends), and a single
+    value gets a unit-wide cell. Would catch: edges at the centres or a crash on one value."""
+    fig, ax = plt.subplots()
+    rate = np.array([[0.0, 0.5, 1.0]])
+    plotting.phase_diagram(ax, rate, [1, 2, 4], [10], xlabel="k", ylabel="d")
+    assert ax.get_xlim() == (0.5, 5.0)                     # mids 1.5, 3; ends 1 - 0.5, 4 + 1
+    assert ax.get_ylim() == (9.5, 10.5)
+    plt.close(fig)

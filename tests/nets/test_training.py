@@ -1,0 +1,166 @@
+"""The training-loop base and the shallow network's GD and SGD."""
+
+import numpy as np
+import pytest
+import torch
+
+from tolerances import rounding
+from paperlib.core.seeding import generator
+from paperlib.data.synthetic import gaussian_labels, sphere_points
+from paperlib.nets.shallow import initial_weights, output_weights, shallow_residual_and_gradient
+from paperlib.nets.training import gd_shallow, is_diverged, sgd_shallow
+
+TOL = 2.5e-3
+
+
+def _easy_problem(n=10, d=8, k=40, seed=0):
+    """X on the sphere, Gaussian labels, the theory's initialization (float64): k d >> n."""
+    gen = generator(seed, "easy", n, k, d)
+    X, y = sphere_points(n, d, gen, dtype=torch.float64), gaussian_labels(n, gen, dtype=torch.float64)
+    return X, y, initial_weights(k, d, gen, dtype=torch.float64), output_weights(k, float(y.norm()), n)
+
+
+def test_gd_small_step_is_monotone_and_path_exceeds_distance():
+    X, y, W0, v = _easy_problem()
+    res = gd_shallow(X, y, W0, v, "softplus", lr=0.01, num_iters=200, log_every=1)
+    assert not res.diverged and res.converged is None
+    assert res.iterations == 200
+    assert list(res.logged_iters) == list(range(201))
+    # norms of residuals summed over n + k + d = 58 terms at the scale ||r_0||
+    n, k, d = 10, 40, 8
+    slack = rounding(res.residual_norms[0], terms=n + k + d)
+    assert np.all(np.diff(res.residual_norms) <= slack)
+    assert res.residual_norms[-1] < 0.9 * res.residual_norms[0]
+    # triangle inequality; the path sums 200 step norms (k d = 320 terms each) at its own scale
+    assert np.all(res.path_lengths >= res.distances - rounding(res.path_lengths[-1], terms=200 + k * d))
+    assert res.distances[0] == 0 and res.path_lengths[0] == 0
+    # the logged residual is the residual of the returned weights
+    r, _ = shallow_residual_and_gradient(X, res.W, v, y, "softplus")
+    # the same function on the same W: identical up to rounding, n + k + d terms (rel 1e-12 is
+    # 4500 eps, the residual not being small here: 0.9 ||r_0|| or more)
+    assert float(r.norm()) == pytest.approx(res.residual_norms[-1], rel=1e-12)
+    assert float(torch.linalg.vector_norm(res.W - W0)) == pytest.approx(res.distances[-1])
+
+
+def test_gd_path_length_accumulates_every_step_when_logging_sparsely():
+    X, y, W0, v = _easy_problem()
+    dense = gd_shallow(X, y, W0, v, "softplus", lr=0.05, num_iters=60, log_every=1)
+    sparse = gd_shallow(X, y, W0, v, "softplus", lr=0.05, num_iters=60, log_every=25)
+    assert list(sparse.logged_iters) == [0, 25, 50, 60]
+    # the same arithmetic step by step (logging does not touch W): equal to rounding; rtol 1e-12
+    # = 4500 eps covers 60 steps x (n + k + d) terms of a non-expanding GD map
+    assert np.allclose(sparse.path_lengths, dense.path_lengths[[0, 25, 50, 60]], rtol=1e-12)
+    assert np.allclose(sparse.residual_norms, dense.residual_norms[[0, 25, 50, 60]], rtol=1e-12)
+    # the path is the sum of the individual step lengths
+    W, steps = W0.clone(), []
+    for _ in range(60):
+        _, G = shallow_residual_and_gradient(X, W, v, y, "softplus")
+        steps.append(float((0.05 * G).norm()))
+        W = W - 0.05 * G
+    # a sum of 60 positive step lengths, each a norm of k d = 320 terms
+    assert sparse.path_lengths[-1] == pytest.approx(sum(steps), rel=rounding(1.0, terms=60 + 320))
+
+
+def test_gd_divergence_guard_reports_instead_of_raising():
+    X, y, W0, v = _easy_problem()
+    res = gd_shallow(X, y, W0, v, "softplus", lr=1e3, num_iters=500)
+    assert res.diverged
+    assert res.diverged_at is not None and res.diverged_at < 500
+    assert res.iterations == res.diverged_at
+    assert res.logged_iters[-1] == res.diverged_at
+    assert not (res.relative_residuals[-1] <= 1e3)      # > 1e3 or non-finite
+
+
+def test_gd_stops_at_tolerance():
+    X, y, W0, v = _easy_problem(n=10, d=10, k=20)
+    res = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_iters=5000, tol=TOL, log_every=100)
+    assert res.converged and not res.diverged
+    assert res.final_relative_residual < TOL
+    assert res.iterations < 5000 and res.logged_iters[-1] == res.iterations
+    # one step earlier it was not yet below the tolerance
+    again = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_iters=res.iterations - 1)
+    assert again.final_relative_residual >= TOL
+
+
+def test_is_diverged():
+    assert is_diverged(float("nan")) and is_diverged(float("inf"))
+    assert is_diverged(2e3, 1.0) and not is_diverged(5e2, 1.0) and not is_diverged(2e3, 10.0)
+
+
+
+
+def test_sgd_decreases_the_loss_on_an_easy_problem():
+    X, y, W0, v = _easy_problem(n=10, d=10, k=50)
+    res = sgd_shallow(X, y, W0, v, "softplus", lr=0.15, num_steps=1500,
+                      generator=torch.Generator().manual_seed(0), log_every=100)
+    assert not res.diverged
+    assert list(res.logged_iters) == list(range(0, 1501, 100))
+    assert res.residual_norms[-1] < 0.3 * res.residual_norms[0]
+    # triangle inequality; the path sums 1500 step norms (k d = 500 terms each)
+    assert np.all(res.path_lengths >= res.distances - rounding(res.path_lengths[-1], terms=1500 + 500))
+    # the logged value is the FULL residual of the returned weights (same arithmetic in another
+    # function: n + k + d terms; rel 1e-12 = 4500 eps at a residual of 0.3 ||r_0|| or less)
+    r, _ = shallow_residual_and_gradient(X, res.W, v, y, "softplus")
+    assert float(r.norm()) == pytest.approx(res.residual_norms[-1], rel=1e-12)
+
+
+def test_sgd_step_is_the_single_sample_gradient():
+    X, y, W0, v = _easy_problem(n=6, d=3, k=4)
+    gen = torch.Generator().manual_seed(5)
+    i = int(torch.randint(6, (1,), generator=torch.Generator().manual_seed(5)))
+    res = sgd_shallow(X, y, W0, v, "relu", lr=0.3, num_steps=1, generator=gen)
+    _, G = shallow_residual_and_gradient(X[i:i + 1], W0, v, y[i:i + 1], "relu")
+    # one step: |W0| + 0.3 |a||x|^T with a = phi'(z) v r_i, k + d = 7 terms (z, then f)
+    x = X[i]
+    Z = W0 @ x
+    r_scale = float(torch.relu(Z).abs() @ v.abs() + y[i].abs() + (W0.abs() @ x.abs()).max())
+    step_scale = float((W0.abs() + 0.3 * r_scale * torch.outer(v.abs(), x.abs())).max())
+    assert float((res.W - (W0 - 0.3 * G)).abs().max()) <= rounding(step_scale, terms=4 + 3)
+    # ||a|| ||x|| = ||a x^T||: norms of k and d terms against one of k d terms
+    assert res.path_lengths[-1] == pytest.approx(float((0.3 * G).norm()), rel=rounding(1.0, terms=4 * 3))
+
+
+
+
+def test_sgd_matches_an_explicit_loop_over_the_drawn_indices():
+    """Several SGD steps against a loop written here, with the indices drawn from the same
+    generator. Would catch: indices drawn in another order, a step on the wrong sample, a path
+    length that misses steps, or logging that reads a stale W."""
+    X, y, W0, v = _easy_problem(n=8, d=5, k=6)
+    lr, steps = 0.2, 12
+    res = sgd_shallow(X, y, W0, v, "softplus", lr=lr, num_steps=steps,
+                      generator=torch.Generator().manual_seed(11), log_every=4)
+    indices = torch.randint(8, (steps,), generator=torch.Generator().manual_seed(11)).tolist()
+    W, path, norms = W0.clone(), 0.0, []
+    for t, i in enumerate(indices):
+        if t % 4 == 0:
+            norms.append(float(shallow_residual_and_gradient(X, W, v, y, "softplus")[0].norm()))
+        _, G = shallow_residual_and_gradient(X[i:i + 1], W, v, y[i:i + 1], "softplus")
+        path += float((lr * G).norm())
+        W = W - lr * G
+    norms.append(float(shallow_residual_and_gradient(X, W, v, y, "softplus")[0].norm()))
+    assert list(res.logged_iters) == [0, 4, 8, 12]
+    # 12 steps, each n + k + d = 19 terms at the scale max|W| + lr |gradient| (<= 1 + |W|)
+    tol = rounding(float(W0.abs().max()) + 1.0, terms=steps * 19)
+    assert float((res.W - W).abs().max()) <= tol
+    assert np.allclose(res.residual_norms, norms, rtol=0, atol=rounding(float(y.norm()), terms=steps * 19))
+    assert res.path_lengths[-1] == pytest.approx(path, rel=rounding(1.0, terms=steps + 30))
+
+
+def test_gd_matches_an_explicit_loop():
+    """gd_shallow's iterate and logged residuals against plain W <- W - lr grad written here.
+    Would catch: a wrong step size, a step taken before the residual is logged, or an extra or
+    missing update at the end."""
+    X, y, W0, v = _easy_problem(n=6, d=4, k=10)
+    lr, steps = 0.05, 15
+    res = gd_shallow(X, y, W0, v, "relu", lr=lr, num_iters=steps, log_every=5)
+    W, norms = W0.clone(), []
+    for t in range(steps + 1):
+        r, G = shallow_residual_and_gradient(X, W, v, y, "relu")
+        if t % 5 == 0:
+            norms.append(float(r.norm()))
+        if t < steps:
+            W = W - lr * G
+    # the same arithmetic: 15 steps of n + k + d = 20 terms, at the scale of W and of ||y||
+    assert float((res.W - W).abs().max()) <= rounding(float(W0.abs().max()) + 1.0, terms=steps * 20)
+    assert np.allclose(res.residual_norms, norms, rtol=0, atol=rounding(float(y.norm()), terms=steps * 20))

@@ -1,0 +1,30 @@
+"""Every prediction can fail, and a control shows it: each chapter's
+notebooks/presets/<paper>/controls.yaml names settings where the paper's own argument
+predicts failure, and the claims that must then come out "not reproduced". The
+consistency checks (our code, identities) must pass in the control run too."""
+
+import pytest
+
+from chapter_runs import controls, run_smoke
+from paperlib.core import params as P
+
+CASES = [(paper, control) for paper in P.available_papers() for control in controls(paper)]
+
+
+@pytest.mark.parametrize("paper", P.available_papers())
+def test_every_chapter_has_a_control(paper):
+    entries = controls(paper)
+    assert entries, f"notebooks/presets/{paper}/controls.yaml is missing or empty"
+    for entry in entries:
+        assert {"name", "why", "parameters", "flips"} <= set(entry) and entry["flips"], entry
+        P.validate(paper, dict(P.load_preset(paper, "smoke"), **entry["parameters"], preset="smoke"))
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("paper, control", CASES, ids=[f"{p}-{c['name']}" for p, c in CASES])
+def test_control_flips_its_claims(tmp_path, paper, control):
+    ledger = run_smoke(paper, tmp_path, control["parameters"])
+    verdicts = {c["id"]: c["verdict"] for c in ledger["claims"]}
+    assert {claim: verdicts.get(claim) for claim in control["flips"]} == {claim: "not reproduced" for claim in control["flips"]}
+    failing = [(c["id"], c["verdict"]) for c in ledger["claims"] if c["kind"] == "consistency" and c["verdict"] != "reproduced"]
+    assert not failing, failing
