@@ -29,3 +29,15 @@ def failed_robust_claims(ledger: dict) -> list:
 def controls(paper: str) -> list[dict]:
     path = P.PRESET_DIR / paper / "controls.yaml"
     return (yaml.safe_load(path.read_text()) or []) if path.exists() else []
+
+
+def checked_outputs(notebook_file: str | Path) -> list[str]:
+    """The stored text outputs of the cells marked `# NBVAL_CHECK_OUTPUT`."""
+    import nbformat
+    notebook = nbformat.read(notebook_file, as_version=4)
+    texts = []
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and "NBVAL_CHECK_OUTPUT" in cell.source:
+            texts.append("".join(o.get("text", "") or str(o.get("data", {}).get("text/plain", ""))
+                                 for o in cell.get("outputs", [])))
+    return texts

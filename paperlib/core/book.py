@@ -182,16 +182,3 @@ def merge_reference(text_notebook: Path, reference_path: Path, parameters: dict,
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
     return target
-
-
-def checked_outputs(notebook_file: str | Path) -> list[str]:
-    """The stored text outputs of the cells marked `# NBVAL_CHECK_OUTPUT`."""
-    import nbformat
-
-    notebook = nbformat.read(notebook_file, as_version=4)
-    texts = []
-    for cell in notebook.cells:
-        if cell.cell_type == "code" and "NBVAL_CHECK_OUTPUT" in cell.source:
-            texts.append("".join(o.get("text", "") or str(o.get("data", {}).get("text/plain", ""))
-                                 for o in cell.get("outputs", [])))
-    return texts

@@ -56,6 +56,19 @@ def load_schema(paper: str) -> dict:
     return _read_yaml(path)
 
 
+def former_names(paper: str) -> dict:
+    """Old parameter names and the names that replaced them, from the schema's ``formerly`` lists
+    (one vocabulary across chapters: a renamed parameter is never silently ignored)."""
+    return {old: name for name, spec in load_schema(paper).items() for old in spec.get("formerly", [])}
+
+
+def check_not_renamed(paper: str, names) -> None:
+    renamed = former_names(paper)
+    for name in names:
+        if name in renamed:
+            raise ParameterError(f"parameter {name!r} of notebook {paper!r} was renamed to {renamed[name]!r}")
+
+
 def load_preset(paper: str, preset: str) -> dict:
     """The parameter values of a named preset (``smoke``, ``default`` or ``full``)."""
     if preset not in PRESETS:
@@ -135,6 +148,7 @@ def validate(paper: str, values: dict, allow_missing: bool = False) -> dict:
     out-of-range values raise :class:`ParameterError` naming the parameter.
     """
     schema = load_schema(paper)
+    check_not_renamed(paper, values)
     unknown = sorted(set(values) - set(schema))
     if unknown:
         raise ParameterError(
@@ -176,6 +190,7 @@ def resolve(paper: str, namespace: dict) -> Params:
     other channel: this is the one path by which a value reaches a chapter.
     """
     schema = load_schema(paper)
+    check_not_renamed(paper, namespace)  # papermill -p with an old name would otherwise be ignored
     missing = [name for name in schema if name not in namespace]
     if missing:
         raise ParameterError(f"parameter {missing[0]!r} is missing from the notebook's parameters cell")

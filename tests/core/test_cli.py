@@ -24,7 +24,7 @@ def test_list_names_notebooks_and_parameters():
 @pytest.mark.parametrize("args, fragment", [
     (["--preset", "huge"], "preset"),
     (["-p", "phase_widths", "[4, -2]"], "phase_widths"),
-    (["-p", "phase_trials", "many"], "phase_trials"),
+    (["-p", "phase_seeds", "many"], "phase_seeds"),
     (["-p", "widht", "3"], "widht"),
     (["-p", "tol", "0"], "tol"),
     (["-p", "preset", "full"], "preset"),

@@ -24,8 +24,8 @@ def test_unknown_preset_names_it():
 @pytest.mark.parametrize("name, value, fragment", [
     ("phase_widths", [4, -2], "phase_widths"),
     ("phase_widths", [0], "phase_widths"),
-    ("phase_trials", "three", "phase_trials"),
-    ("phase_trials", 2.5, "phase_trials"),
+    ("phase_seeds", "three", "phase_seeds"),
+    ("phase_seeds", 2.5, "phase_seeds"),
     ("tol", -1.0, "tol"),
     ("activations", ["tanh"], "activations"),
     ("seed", True, "seed"),
@@ -64,14 +64,14 @@ def test_resolve_applies_preset_and_keeps_overrides():
 
 def test_a_value_equal_to_the_default_preset_is_kept_at_another_preset():
     default = P.load_preset(PAPER, "default")
-    resolved = P.resolve(PAPER, unset(preset="smoke", lazy_iters=default["lazy_iters"]))
-    assert resolved.lazy_iters == default["lazy_iters"]
-    assert resolved.overrides == {"lazy_iters": default["lazy_iters"]}
+    resolved = P.resolve(PAPER, unset(preset="smoke", lazy_steps=default["lazy_steps"]))
+    assert resolved.lazy_steps == default["lazy_steps"]
+    assert resolved.overrides == {"lazy_steps": default["lazy_steps"]}
 
 
 def test_resolve_rejects_bad_value_preset_and_missing_name():
-    with pytest.raises(P.ParameterError, match="phase_trials"):
-        P.resolve(PAPER, unset(phase_trials=-1))
+    with pytest.raises(P.ParameterError, match="phase_seeds"):
+        P.resolve(PAPER, unset(phase_seeds=-1))
     with pytest.raises(P.ParameterError, match="preset"):
         P.resolve(PAPER, unset(preset="fast"))
     namespace = unset()
@@ -82,7 +82,7 @@ def test_resolve_rejects_bad_value_preset_and_missing_name():
 
 def test_runner_and_notebook_plan_the_same_parameters():
     from paperlib.core.runner import planned_parameters
-    overrides = {"seed": 4, "phase_trials": 2}
+    overrides = {"seed": 4, "phase_seeds": 2}
     assert planned_parameters(PAPER, "smoke", overrides) == P.resolve(PAPER, unset(preset="smoke", **overrides)).values
 
 
@@ -104,3 +104,23 @@ def test_relations_are_checked_by_resolve():
     with pytest.raises(P.ParameterError, match="input_dim"):
         P.resolve("resnet-beyond-kernels", namespace)
 
+
+def test_an_old_parameter_name_gets_a_clear_error_everywhere():
+    renamed = P.former_names(PAPER)
+    assert renamed["max_iters"] == "max_steps"
+    with pytest.raises(P.ParameterError, match="'max_iters' of notebook 'moderate-overparam' was renamed to 'max_steps'"):
+        P.validate(PAPER, dict(P.load_preset(PAPER, "smoke"), max_iters=10))
+    with pytest.raises(P.ParameterError, match="renamed to 'max_steps'"):
+        P.resolve(PAPER, dict(unset(), max_iters=10))  # as papermill -p max_iters 10 would leave it
+    from paperlib.core.runner import planned_parameters
+    with pytest.raises(P.ParameterError, match="renamed to 'phase_seeds'"):
+        planned_parameters(PAPER, "smoke", {"phase_trials": 2})
+
+
+@pytest.mark.parametrize("paper", P.available_papers())
+def test_one_vocabulary_across_chapters(paper):
+    """Repeat counts end in ``seeds``, step counts in ``steps`` and the L2 penalty is a ``weight_decay``:
+    no chapter uses another chapter's synonym (epochs stay epochs: passes over the data)."""
+    for name in P.load_schema(paper):
+        assert not name.endswith(("_trials", "_iters")) and name not in ("num_seeds", "max_iters", "lam"), name
+        assert not name.startswith("lr_") and "lams" not in name, name

@@ -24,10 +24,10 @@ def test_seeds_are_read_as_ranges_and_lists():
 
 
 def test_plan_is_seeds_times_grid_and_validates_before_running(tmp_path):
-    runs = S.plan("manifold-lsh", "smoke", [0, 1], {"hidden": 8}, {"mlp_epochs": [2, 3]})
+    runs = S.plan("manifold-lsh", "smoke", [0, 1], {"theory_width": 8}, {"mlp_epochs": [2, 3]})
     assert len(runs) == 4 and len({r.name for r in runs}) == 4
-    assert runs[0].overrides == {"hidden": 8, "mlp_epochs": 2, "seed": 0}
-    assert runs[0].name == "seed=0,hidden=8,mlp_epochs=2"
+    assert runs[0].overrides == {"theory_width": 8, "mlp_epochs": 2, "seed": 0}
+    assert runs[0].name == "seed=0,mlp_epochs=2,theory_width=8"
     with pytest.raises(P.ParameterError, match="mlp_epochs"):
         S.plan("manifold-lsh", "smoke", [0], grid={"mlp_epochs": [2, -1]})
     with pytest.raises(P.ParameterError, match="no_such_knob"):
@@ -36,6 +36,8 @@ def test_plan_is_seeds_times_grid_and_validates_before_running(tmp_path):
         S.plan("manifold-lsh", "smoke", [0], grid={"mlp_epochs": 3})
     with pytest.raises(P.ParameterError, match="seed"):
         S.plan("manifold-lsh", "smoke", [0], {"seed": 4})
+    with pytest.raises(P.ParameterError, match="'hidden' of notebook 'manifold-lsh' was renamed to 'theory_width'"):
+        S.plan("manifold-lsh", "smoke", [0], grid={"hidden": [8, 16]})
 
 
 def test_cluster_shape_never_oversubscribes():

@@ -14,7 +14,8 @@ import pytest
 
 from chapter_runs import failed_robust_claims
 from paperlib.core import params as P
-from paperlib.core.book import REFERENCE_DIR, checked_outputs
+from chapter_runs import checked_outputs
+from paperlib.core.book import REFERENCE_DIR
 from paperlib.core.ledger import VERDICTS
 from paperlib.core.sweep import RunSpec
 

@@ -51,3 +51,30 @@ def test_no_number_typed_into_the_verdicts(paper):
     typed = [line for section, text in markdown_cells(paper) if section.startswith("Verdicts")
              for line in text.splitlines() if NUMBER.search(line) and not line.startswith("## ")]
     assert not typed, typed
+
+
+@pytest.mark.parametrize("paper", P.available_papers())
+def test_no_global_of_a_chapter_takes_a_parameters_name(paper):
+    """Every parameter left None means "the preset's value", so a global that reuses a parameter's
+    name would turn into an override when the chapter's first cell is run again in Jupyter."""
+    import ast
+    schema = P.load_schema(paper)
+    clashes = []
+    for cell in jupytext.read(P.NOTEBOOK_DIR / f"{paper}.md").cells:
+        if cell.cell_type != "code" or "parameters" in cell.metadata.get("tags", []):
+            continue
+        tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        for statement in tree.body:  # module level: loops, ifs and withs bind globals too
+            scope = [statement] if isinstance(statement, (ast.FunctionDef, ast.ClassDef)) else ast.walk(statement)
+            for node in scope:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    names = [node.name]
+                elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.comprehension)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+                    if isinstance(node, ast.comprehension):
+                        names = []  # comprehension variables are local to the comprehension
+                else:
+                    continue
+                clashes += [name for name in names if name in schema]
+    assert not clashes, clashes

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from paperlib.core import params as P
-from paperlib.core.book import REFERENCE_DIR, checked_outputs
+from chapter_runs import checked_outputs
+from paperlib.core.book import REFERENCE_DIR
 
 pytestmark = pytest.mark.notebook
 

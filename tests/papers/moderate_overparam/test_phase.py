@@ -7,8 +7,7 @@ import torch
 from tolerances import EPS32, rounding
 from paperlib.nets.shallow import output_weights
 from paperlib.nets.training import gd_shallow
-from paperlib.papers.moderate_overparam.phase import (PhaseCell, cell_problem, fit_cells, phase_cells,
-                                                      success_rate_grid)
+from paperlib.papers.moderate_overparam.phase import PhaseCell, cell_problem, fit_cells, phase_cells
 
 TOL = 2.5e-3
 
@@ -122,16 +121,3 @@ def test_fit_cells_huge_step_is_a_failure_not_a_crash():
     res = fit_cells(cells, "softplus", lr=1e4, max_iters=300, tol=TOL, seed=0, compact_every=50)
     assert res.diverged.all() and not res.success.any()
     assert (res.iterations < 300).all()
-
-
-def test_success_rate_grid_shapes_and_values():
-    cells = phase_cells([8], [1, 16], [1, 8], trials=2)
-    res = fit_cells(cells, "softplus", lr=0.15, max_iters=2500, tol=TOL, seed=0)
-    grid = success_rate_grid(res)
-    assert grid.widths.tolist() == [1, 16] and grid.input_dims.tolist() == [1, 8]
-    assert grid.success_rate.shape == (2, 2) and (grid.trials == 2).all()
-    assert grid.success_rate[0].tolist() == [0.0, 0.0]     # k = 1: v = 0, f = 0
-    assert grid.success_rate[1, 1] == 1.0                   # kd = 128 = 16 n
-    assert (grid.mean_dead_points == -1).all()              # only counted for ReLU
-    with pytest.raises(ValueError, match="num_samples"):
-        success_rate_grid(res, num_samples=9)
