@@ -1,4 +1,4 @@
-"""Command line: ``python -m paperlib run|sweep|sweep-report|list|book|reference|nbval-prepare``."""
+"""Command line: ``python -m paperlib run|sweep|sweep-report|list|book|reference|nbval-prepare|new``."""
 
 from __future__ import annotations
 
@@ -101,6 +101,15 @@ def cmd_reference(args) -> int:
     return 0
 
 
+def cmd_new(args) -> int:
+    from paperlib.core.template import create_chapter
+    for path in create_chapter(args.slug, args.title or args.slug.replace("-", " ").capitalize()):
+        print(f"wrote {path.relative_to(P.REPO_ROOT)}")
+    print(f"next: python -m paperlib run {args.slug} --preset smoke, then python -m paperlib reference {args.slug} "
+          "(CONTRIBUTING.md walks through the rest)")
+    return 0
+
+
 def strip_images(notebook_file) -> None:
     import nbformat
     notebook = nbformat.read(notebook_file, as_version=4)
@@ -166,6 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
     ref.add_argument("notebooks", nargs="*")
     ref.set_defaults(func=cmd_reference)
 
+    new = sub.add_parser("new", help="scaffold a new chapter: notebook, presets, paper package and test")
+    new.add_argument("slug", help="lower-case words joined by hyphens, e.g. lazy-training")
+    new.add_argument("--title", default=None, help="the chapter's title")
+    new.set_defaults(func=cmd_new)
+
     prep = sub.add_parser("nbval-prepare", help="merge current inputs with the reference outputs")
     prep.add_argument("notebooks", nargs="*")
     prep.add_argument("--out", default="_build/nbval")
@@ -180,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except P.ParameterError as error:
+    except (P.ParameterError, FileExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # execution failures: say so, exit 1
