@@ -69,9 +69,12 @@ def depth(layers: list) -> int:
     return len(layers)
 
 
-def squared_norm(layers: list) -> torch.Tensor:
-    """||theta||^2 including biases; (S,) for a stack, a scalar for one network."""
-    return sum((W ** 2).sum((-2, -1)) + (b ** 2).sum(-1) for W, b in layers)
+def squared_norm(layers: list, active: list | None = None) -> torch.Tensor:
+    """||theta||^2 including biases; (S,) for a stack, a scalar for one network. With ``active``
+    (one (S,) 0/1 tensor per layer), the layers a network does not have count 0 (exactly)."""
+    if active is None:
+        return sum((W ** 2).sum((-2, -1)) + (b ** 2).sum(-1) for W, b in layers)
+    return sum(mask * ((W ** 2).sum((-2, -1)) + (b ** 2).sum(-1)) for (W, b), mask in zip(layers, active))
 
 
 def weight_norm(layers: list) -> torch.Tensor:
@@ -117,16 +120,19 @@ class FitResult:
     collapsed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
-def regularized_loss(layers: list, X, Y, weight_decay: float, slope: float = 0.0) -> torch.Tensor:
+def regularized_loss(layers: list, X, Y, weight_decay: float, slope: float = 0.0,
+                     active: list | None = None) -> torch.Tensor:
     """Per-entry MSE + lambda ||theta||^2 (biases included), one value per stacked network."""
     out = forward(layers, X, slope)
-    return ((out - Y) ** 2).mean((-2, -1)) + weight_decay * squared_norm(layers)
+    return ((out - Y) ** 2).mean((-2, -1)) + weight_decay * squared_norm(layers, active)
 
 
 def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float, slope: float = 0.0,
-               final_lr_fraction: float = 0.1, log_every: int = 100) -> FitResult:
+               final_lr_fraction: float = 0.1, log_every: int = 100, active: list | None = None) -> FitResult:
     """Full-batch Adam on stacked networks, lr decaying exponentially from ``lr`` to
-    ``final_lr_fraction * lr``. ``Y`` is shared (N, d_out) or per network (S, N, d_out)."""
+    ``final_lr_fraction * lr``. ``Y`` is shared (N, d_out) or per network (S, N, d_out).
+    ``active`` (one (S,) bool tensor per layer) marks the layers a network really has (see
+    :func:`train_adam_depths`): the others get no gradient and no weight decay."""
     if steps <= 0 or lr <= 0:
         raise ValueError(f"steps and lr must be positive, got {steps}, {lr}")
     start = time.perf_counter()
@@ -140,11 +146,18 @@ def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float
     history = []
     # weight decay drives unused weights towards 0: float32 denormals would slow every step 2-4x
     flush = torch.set_flush_denormal(True)
+    masks = None if active is None else [m.to(device) for m in active]
+    weights = None if masks is None else [m.to(dtype) for m in masks]
+    padded = [] if masks is None else [(i, m.view(-1, 1, 1), m.view(-1, 1)) for i, m in enumerate(masks) if not bool(m.all())]
     with one_cpu_thread(device):  # these matrices are tiny: one thread is faster than two (measured)
         for step in range(steps):
             optimizer.zero_grad(set_to_none=True)
-            loss = regularized_loss(pairs(), X, Y, weight_decay, slope)
+            loss = regularized_loss(pairs(), X, Y, weight_decay, slope, weights)
             loss.sum().backward()
+            for index, mask_W, mask_b in padded:  # Adam then leaves padding exactly as it is (zero moments)
+                W, b = params[2 * index], params[2 * index + 1]
+                W.grad = torch.where(mask_W, W.grad, 0.0)
+                b.grad = torch.where(mask_b, b.grad, 0.0)
             optimizer.step()
             scheduler.step()
             if step % log_every == 0 or step == steps - 1:
@@ -157,6 +170,51 @@ def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float
     collapsed = np.array([float(weight_norm([(W[s], b[s]) for W, b in trained])) < 1e-3
                           for s in range(trained[0][0].shape[0])])
     return FitResult(trained, mse, np.array(history), time.perf_counter() - start, collapsed)
+
+
+def train_adam_depths(inits: list, X, Y, *, weight_decay: float, steps: int, lr: float,
+                      final_lr_fraction: float = 0.1, log_every: int = 100) -> list:
+    """Groups of stacked ReLU networks of different depths (``inits``: one stacked layer list per
+    group, the same input, hidden and output widths) trained as one batched program, exactly as if
+    each group were trained alone by :func:`train_adam`: a shallower network is padded with identity
+    hidden layers before its output layer. That is exact, not an approximation: after a ReLU
+    h >= 0, so relu(I h + 0) = h and the backward pass through it repeats the ReLU mask already
+    applied; its gradients are masked to zero, so Adam leaves it at the identity, and the
+    weight-decay term skips it. Fewer, larger tensor operations replace one program per depth.
+    Returns one :class:`FitResult` per group (its ``seconds`` is the whole program's)."""
+    depth = max(len(layers) for layers in inits)
+    width = inits[0][0][0].shape[1]
+    dtype = inits[0][0][0].dtype
+    stacked, active = [], []
+    for position in range(depth):
+        Ws, bs, masks = [], [], []
+        for layers in inits:
+            S, real = layers[0][0].shape[0], len(layers)
+            if position < real - 1:
+                W, b = layers[position]
+            elif position == depth - 1:
+                W, b = layers[-1]
+            else:
+                device = layers[0][0].device
+                W = torch.eye(width, dtype=dtype, device=device).expand(S, width, width)
+                b = torch.zeros(S, width, dtype=dtype, device=device)
+            Ws.append(W)
+            bs.append(b)
+            masks.append(torch.full((S,), position < real - 1 or position == depth - 1))
+        stacked.append((torch.cat(Ws), torch.cat(bs)))
+        active.append(torch.cat(masks))
+    fit = train_adam(stacked, X, Y, weight_decay=weight_decay, steps=steps, lr=lr,
+                     final_lr_fraction=final_lr_fraction, log_every=log_every, active=active)
+    results, start = [], 0
+    for layers in inits:
+        S, real = layers[0][0].shape[0], len(layers)
+        rows = slice(start, start + S)
+        keep = list(range(real - 1)) + [depth - 1]
+        group = [(fit.layers[i][0][rows], fit.layers[i][1][rows]) for i in keep]
+        collapsed = np.array([float(weight_norm([(W[s], b[s]) for W, b in group])) < 1e-3 for s in range(S)])
+        results.append(FitResult(group, fit.train_mse[rows], fit.loss_history[:, rows], fit.seconds, collapsed))
+        start += S
+    return results
 
 
 # ------------------------------------------------------------------ Jacobians and the NTK (one network, float64)

@@ -445,3 +445,20 @@ def test_trained_linear_network_reaches_the_closed_form_minimum():
     assert np.all(np.abs(fit.squared_norm - norm) < 0.05)
     # the last step runs at lr * 0.1^((steps - 1) / steps): the scheduler steps after it
     assert fit.final_lr == pytest.approx(0.01 * 0.1 ** (1499 / 1500), rel=rounding(1.0, 1500))
+
+
+def test_networks_of_several_depths_train_together_exactly_as_alone():
+    """Identity padding is exact (relu(I h) = h for h >= 0, masked gradients, no weight decay on it):
+    every weight, loss and MSE is bit-for-bit what training each depth alone gives."""
+    X = torch.randn(48, 6, generator=generator(0, "x"))
+    Y = torch.randn(48, 5, generator=generator(0, "y"))
+    inits = [df.init_params([6] + [12] * (depth - 1) + [5], [3, 4]) for depth in (2, 3, 6)]
+    kw = dict(weight_decay=1e-3, steps=120, lr=3e-3, log_every=40)
+    together = df.train_adam_depths(inits, X, Y, **kw)
+    for fit, layers in zip(together, inits):
+        alone = df.train_adam(layers, X, Y, **kw)
+        assert len(fit.layers) == len(layers)
+        for (W, b), (W1, b1) in zip(fit.layers, alone.layers):
+            assert torch.equal(W, W1) and torch.equal(b, b1)
+        assert np.array_equal(fit.train_mse, alone.train_mse) and np.array_equal(fit.loss_history, alone.loss_history)
+        assert np.array_equal(fit.collapsed, alone.collapsed)
