@@ -172,7 +172,7 @@ def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float
     return FitResult(trained, mse, np.array(history), time.perf_counter() - start, collapsed)
 
 
-def train_adam_depths(inits: list, X, Y, *, weight_decay: float, steps: int, lr: float,
+def train_adam_depths(inits: list, X, Y, *, weight_decay, steps: int, lr: float,
                       final_lr_fraction: float = 0.1, log_every: int = 100) -> list:
     """Groups of stacked ReLU networks of different depths (``inits``: one stacked layer list per
     group, the same input, hidden and output widths) trained as one batched program, exactly as if
@@ -181,7 +181,8 @@ def train_adam_depths(inits: list, X, Y, *, weight_decay: float, steps: int, lr:
     h >= 0, so relu(I h + 0) = h and the backward pass through it repeats the ReLU mask already
     applied; its gradients are masked to zero, so Adam leaves it at the identity, and the
     weight-decay term skips it. Fewer, larger tensor operations replace one program per depth.
-    Returns one :class:`FitResult` per group (its ``seconds`` is the whole program's)."""
+    ``weight_decay`` is one λ for all, or one per group. Returns one :class:`FitResult` per group
+    (its ``seconds`` is the whole program's)."""
     depth = max(len(layers) for layers in inits)
     width = inits[0][0][0].shape[1]
     dtype = inits[0][0][0].dtype
@@ -203,6 +204,11 @@ def train_adam_depths(inits: list, X, Y, *, weight_decay: float, steps: int, lr:
             masks.append(torch.full((S,), position < real - 1 or position == depth - 1))
         stacked.append((torch.cat(Ws), torch.cat(bs)))
         active.append(torch.cat(masks))
+    if not isinstance(weight_decay, (int, float)):
+        if len(weight_decay) != len(inits):
+            raise ValueError(f"one weight decay per group: {len(inits)} groups, {len(weight_decay)} values")
+        weight_decay = torch.cat([torch.full((layers[0][0].shape[0],), float(lam), dtype=dtype, device=layers[0][0].device)
+                                  for layers, lam in zip(inits, weight_decay)])
     fit = train_adam(stacked, X, Y, weight_decay=weight_decay, steps=steps, lr=lr,
                      final_lr_fraction=final_lr_fraction, log_every=log_every, active=active)
     results, start = [], 0

@@ -453,10 +453,11 @@ def test_networks_of_several_depths_train_together_exactly_as_alone():
     X = torch.randn(48, 6, generator=generator(0, "x"))
     Y = torch.randn(48, 5, generator=generator(0, "y"))
     inits = [df.init_params([6] + [12] * (depth - 1) + [5], [3, 4]) for depth in (2, 3, 6)]
-    kw = dict(weight_decay=1e-3, steps=120, lr=3e-3, log_every=40)
-    together = df.train_adam_depths(inits, X, Y, **kw)
-    for fit, layers in zip(together, inits):
-        alone = df.train_adam(layers, X, Y, **kw)
+    kw = dict(steps=120, lr=3e-3, log_every=40)
+    lams = [1e-3, 1e-2, 3e-3]  # one weight decay per group, as the lambda sweep uses it
+    together = df.train_adam_depths(inits, X, Y, weight_decay=lams, **kw)
+    for fit, layers, lam in zip(together, inits, lams):
+        alone = df.train_adam(layers, X, Y, weight_decay=lam, **kw)
         assert len(fit.layers) == len(layers)
         for (W, b), (W1, b1) in zip(fit.layers, alone.layers):
             assert torch.equal(W, W1) and torch.equal(b, b1)
