@@ -48,7 +48,7 @@ def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = 
         raise RuntimeError("runs failed: " + "; ".join(f"{r['name']} ({r['status']}, log {r['log']})" for r in failed))
     aggregates = {}
     for paper in papers:
-        mine = [r for r, spec in zip(reports, runs) if spec.paper == paper]
+        mine = [r for r in reports if r["paper"] == paper]
         aggregates[paper] = S.aggregate(paper, preset, run_dir / "seeds", mine)["points"][0]
         narrative = run_dir / "seeds" / S.RunSpec(paper, preset, 0).name
         add_seed_table(narrative / f"{paper}.ipynb", aggregates[paper], CHAPTER_DIR / f"{paper}.ipynb")

@@ -135,7 +135,8 @@ def execute(spec: RunSpec, sweep_dir: str, threads: int, stamp: str, timeout_s: 
     folder.mkdir(parents=True, exist_ok=True)
     # named by the paper: the book's sweep runs every chapter of a seed in one folder
     stamp_file, ledger, log_file = (folder / f"{spec.paper}.{suffix}" for suffix in ("stamp", "json", "log"))
-    report = {"name": spec.name, "seed": spec.seed, "parameters": spec.grid_point, "log": str(log_file)}
+    report = {"paper": spec.paper, "name": spec.name, "seed": spec.seed, "parameters": spec.grid_point,
+              "log": str(log_file)}
     if ledger.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
         return dict(report, status="skipped", seconds=0.0)
     stamp_file.unlink(missing_ok=True)  # a stale stamp must not vouch for a result of another run
@@ -206,8 +207,9 @@ def sweep(runs: list[RunSpec], out_dir: str | os.PathLike, *, workers: int | Non
         client.close()
         if cluster is not None:
             cluster.close()
-    order = {spec.name: i for i, spec in enumerate(runs)}
-    return sorted(reports, key=lambda r: order[r["name"]])
+    # in the order of ``runs``; a run is its paper and its folder (the book's folders hold every chapter)
+    order = {(spec.paper, spec.name): i for i, spec in enumerate(runs)}
+    return sorted(reports, key=lambda r: order[r["paper"], r["name"]])
 
 
 # --- the aggregate ------------------------------------------------------------------

@@ -85,7 +85,7 @@ def test_aggregate_counts_verdicts_and_summarises_measurements(tmp_path):
         run = S.RunSpec("demo", "smoke", seed)
         (tmp_path / run.name).mkdir()
         (tmp_path / run.name / "demo.json").write_text(json.dumps(hand_made_ledger(seed, measured, seed != 2)))
-        reports.append({"name": run.name, "seed": seed, "parameters": {}, "status": "done", "log": ""})
+        reports.append({"paper": "demo", "name": run.name, "seed": seed, "parameters": {}, "status": "done", "log": ""})
     reports.append({"name": "seed=3", "seed": 3, "parameters": {}, "status": "failed", "log": "x.log"})
     result = S.aggregate("demo", "smoke", tmp_path, reports)
     assert json.loads((tmp_path / "demo.sweep.json").read_text())["paper"] == "demo"
@@ -191,10 +191,15 @@ def test_chapters_sharing_a_seed_folder_keep_their_own_log_and_stamp(tmp_path):
         ledger = hand_made_ledger(spec.seed, 0.5, True)
         return [sys.executable, "-c", f"print('{spec.paper}'); open({str(folder / (spec.paper + '.json'))!r}, 'w')"
                                       f".write({json.dumps(json.dumps(ledger))})"]
-    runs = [S.RunSpec(paper, "smoke", 0) for paper in ("one", "two")]
+    runs = [S.RunSpec(paper, "smoke", seed) for paper in ("one", "two") for seed in (0, 1)]
     stamp = lambda spec: spec.paper
-    first = S.sweep(runs, tmp_path, workers=1, threads=1, command=run, stamp=stamp, progress=False)
-    assert [r["status"] for r in first] == ["done", "done"]
+    first = S.sweep(runs, tmp_path, workers=2, threads=1, command=run, stamp=stamp, progress=False)
+    # reports come back in the order of the runs, each naming its paper (the folder names repeat)
+    assert [(r["paper"], r["seed"], r["status"]) for r in first] == \
+        [("one", 0, "done"), ("one", 1, "done"), ("two", 0, "done"), ("two", 1, "done")]
     assert [(tmp_path / "seed=0" / f"{p}.log").read_text().strip() for p in ("one", "two")] == ["one", "two"]
     again = S.sweep(runs, tmp_path, workers=1, threads=1, command=run, stamp=stamp, progress=False)
-    assert [r["status"] for r in again] == ["skipped", "skipped"]
+    assert [r["status"] for r in again] == ["skipped"] * 4
+    # and a chapter's aggregate reads its own seeds, not another chapter's run of the same folder
+    point = S.aggregate("one", "smoke", tmp_path, [r for r in again if r["paper"] == "one"])["points"][0]
+    assert point["seeds"] == [0, 1]

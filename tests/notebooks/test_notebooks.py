@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from chapter_runs import failed_robust_claims
+from chapter_runs import checked_outputs, failed_robust_claims
 from paperlib.core import params as P
-from chapter_runs import checked_outputs
 from paperlib.core.book import REFERENCE_DIR
 from paperlib.core.ledger import VERDICTS
 from paperlib.core.sweep import RunSpec
@@ -67,9 +66,16 @@ def test_chapter_shows_its_claims_across_seeds(ledgers, paper):
     import nbformat
     cells = nbformat.read(P.REPO_ROOT / "book" / "chapters" / f"{paper}.ipynb", as_version=4).cells
     table = next(c.source for c in cells if c.cell_type == "markdown" and c.source.startswith("**Across seeds**"))
+    assert table.startswith(f"**Across seeds** ({', '.join(map(str, SEEDS))})")
     for claim in ledgers[paper]["claims"]:
         if claim["kind"] != "exploratory":
             assert f"| `{claim['id']}` |" in table
+    # the aggregate holds this chapter's own run at each seed, not another chapter's of the same folder
+    point = json.loads((RUN_DIR / "seeds" / f"{paper}.sweep.json").read_text())["points"][0]
+    assert point["seeds"] == list(SEEDS)
+    for claim_id, claim in point["claims"].items():
+        own = [next(c["measured"] for c in seed_ledger(paper, seed)["claims"] if c["id"] == claim_id) for seed in SEEDS]
+        assert json.dumps(claim["measured"]) == json.dumps(own), claim_id  # (NaN compares unequal to itself)
 
 
 @pytest.mark.parametrize("paper", PAPERS)
