@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from paperlib import plotting # noqa: E402
+from paperlib.core import plotting  # noqa: E402
 
 
 def test_prediction_vs_measurement_shows_mean_band_and_prediction():
