@@ -36,6 +36,7 @@ from torch.func import jvp, vjp
 
 from paperlib.core.devices import one_cpu_thread
 from paperlib.core.seeding import derive_seed
+from paperlib.nets.training import FOREACH
 
 
 # ------------------------------------------------------------------ parameters
@@ -140,7 +141,7 @@ def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float
     params = [t.detach().clone().requires_grad_(True) for pair in layers for t in pair]
     pairs = lambda: [(params[2 * i], params[2 * i + 1]) for i in range(len(layers))]
     X, Y = X.to(dtype=dtype, device=device), Y.to(dtype=dtype, device=device)
-    optimizer = torch.optim.Adam(params, lr=lr)
+    optimizer = torch.optim.Adam(params, lr=lr, foreach=FOREACH)
     decay = final_lr_fraction ** (1.0 / steps)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=decay)
     history = []
@@ -390,7 +391,7 @@ def train_linear_adam(weights: list, target: torch.Tensor, *, weight_decay: floa
     start = time.perf_counter()
     params = [W.detach().clone().double().requires_grad_(True) for W in weights]
     A = target.double()
-    optimizer = torch.optim.Adam(params, lr=lr)
+    optimizer = torch.optim.Adam(params, lr=lr, foreach=FOREACH)
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=final_lr_fraction ** (1.0 / steps))
     last_lr = lr
     with one_cpu_thread(A.device):  # tiny matrices: one thread is faster

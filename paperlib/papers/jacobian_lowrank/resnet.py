@@ -32,7 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from paperlib.core.devices import one_cpu_thread
-from paperlib.nets.training import DIVERGENCE_THRESHOLD, is_diverged
+from paperlib.nets.training import DIVERGENCE_THRESHOLD, FOREACH, is_diverged
 from paperlib.papers.jacobian_lowrank.multiclass import stack_outputs
 
 __all__ = [
@@ -341,7 +341,8 @@ def _train_sgd(model, X, Y_onehot, X_test, Y_test_onehot, epochs, lr, batch_size
         if epoch in snapshot_epochs:
             snapshots[epoch] = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay,
+                                foreach=FOREACH)
     model.train()
     start = time.perf_counter()
     record(0)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from paperlib.maths.kernels import relu_feature_covariance
+from paperlib.nets.training import FOREACH
 
 GENERATORS = ("sin", "cos", "exp", "log", "mix")
 _MAPS = {
@@ -318,7 +319,7 @@ def train_theory(Z: torch.Tensor, labels: torch.Tensor, num_classes: int, hidden
     A = (torch.randn(num_classes, hidden, generator=generator, dtype=torch.float64) / math.sqrt(hidden)).requires_grad_(True)
     B = (torch.randn(hidden, D, generator=generator, dtype=torch.float64) / math.sqrt(D)).requires_grad_(True)
     Sigma = centred_covariance(Z, labels, num_classes) if lam_var > 0 else None
-    opt = torch.optim.Adam([A, B], lr=lr)
+    opt = torch.optim.Adam([A, B], lr=lr, foreach=FOREACH)
     for _ in range(steps):
         opt.zero_grad(set_to_none=True)
         R = Z @ B.T
@@ -352,7 +353,8 @@ def train_mlp(X: torch.Tensor, labels: torch.Tensor, num_classes: int, width: in
                                 torch.nn.Linear(width, num_classes))
     decay = [p for n, p in model.named_parameters() if n.endswith("weight")]
     rest = [p for n, p in model.named_parameters() if n.endswith("bias")]
-    opt = torch.optim.SGD([{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}], lr=lr)
+    opt = torch.optim.SGD([{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}], lr=lr,
+                          foreach=FOREACH)
     model.to(device)
     X = X.float().to(device)
     Y = torch.nn.functional.one_hot(labels, num_classes).float().to(device)
