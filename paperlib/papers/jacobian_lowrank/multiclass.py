@@ -66,6 +66,7 @@ __all__ = [
     "MulticlassGDResult",
     "gd_multiclass",
     "descending_eigh",
+    "jacobian_singular_values",
     "rank_for_cutoff",
     "LinearizedRun",
     "linearized_run",
@@ -323,6 +324,14 @@ def descending_eigh(gram) -> tuple[torch.Tensor, torch.Tensor]:
     gram = _f64(gram)
     values, vectors = torch.linalg.eigh((gram + gram.T) / 2)
     return values.flip(0), vectors.flip(1)
+
+
+def jacobian_singular_values(X, W, V, act) -> torch.Tensor:
+    r"""Singular values of :math:`J(\mathbf W)` (descending, float64) from the eigenvalues of
+    :math:`JJ^T` alone: no eigenvectors, so about three times faster than :func:`descending_eigh`
+    at n = 4000 (App. D's one-step spectra need only a few singular values)."""
+    values = torch.linalg.eigvalsh(multiclass_jacobian_gram(X, W, V, act))
+    return values.flip(0).clamp_min(0).sqrt()
 
 
 def _sorted(eigvals, eigvecs) -> tuple[torch.Tensor, torch.Tensor]:
