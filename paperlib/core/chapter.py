@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paperlib.core import devices, params, plotting
-from paperlib.core.ledger import Ledger
+from paperlib.core.ledger import Ledger, cell_claims_markdown
 from paperlib.core.seeding import seed_everything
 
 
@@ -81,5 +81,43 @@ def open_chapter(paper: str, namespace: dict) -> Chapter:
     device = devices.pick_device(P.device)
     ledger = Ledger(paper, P, device=devices.describe(device))
     plotting.use_style()
+    show_claims_under_each_cell(ledger)
     print(f"preset {P.preset!r}, seed {P.seed}, device {device}; overrides: {P.overrides or 'none'}")
     return Chapter(P, device, ledger)
+
+
+_CELL_HOOKS: list = []  # the (event, callback) pairs registered by the last open_chapter of this kernel
+
+
+def show_claims_under_each_cell(ledger: Ledger) -> None:
+    """In IPython, show under every cell the claims it recorded (:func:`cell_claims_markdown`), so that
+    the reader sees each prediction, measurement and verdict where it is made. Opening a chapter again
+    in the same kernel replaces the hooks of the previous one. Outside IPython, nothing."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    for event, callback in _CELL_HOOKS:
+        try:
+            shell.events.unregister(event, callback)
+        except ValueError:
+            pass
+    _CELL_HOOKS.clear()
+    start = [len(ledger.claims)]
+
+    def before(*_):
+        start[0] = len(ledger.claims)
+
+    def after(*_):
+        recorded = ledger.claims[start[0]:]
+        start[0] = len(ledger.claims)
+        if recorded:
+            display(Markdown(cell_claims_markdown(recorded)))
+
+    for event, callback in (("pre_run_cell", before), ("post_run_cell", after)):
+        shell.events.register(event, callback)
+        _CELL_HOOKS.append((event, callback))

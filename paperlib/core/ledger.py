@@ -180,6 +180,15 @@ def _fmt(value) -> str:
     return f"{value:.3e}"
 
 
+class Claim(dict):
+    """One recorded claim: the dict the ledger saves. It displays nothing by itself in a notebook (a
+    cell that ends in ``ledger.record(...)`` would print the whole dict): the chapter shows every claim
+    a cell recorded in one compact table under that cell (:func:`cell_claims_markdown`)."""
+
+    def _ipython_display_(self):
+        pass
+
+
 class Ledger:
     """Collects the claims of one chapter and writes them as JSON."""
 
@@ -214,7 +223,7 @@ class Ledger:
         enough, enough_text = enough_data if enough_data else (True, "")
         verdict, holds = compute_verdict(measured, predicted, check, bool(assumption_met), bool(enough))
         why = self._explain(verdict, holds, measured, predicted, check, assumption_text, enough_text)
-        entry = {
+        entry = Claim({
             "id": claim_id, "kind": kind, "source": source, "statement": statement,
             "predicted": _jsonable(predicted), "measured": _jsonable(measured),
             "paper_value": _jsonable(paper_value), "tolerance": check.describe(predicted),
@@ -222,7 +231,7 @@ class Ledger:
                       "low": _jsonable(check.low), "high": _jsonable(check.high)},
             "verdict": verdict, "prediction_holds": holds, "robust": bool(robust),
             "why": (why + (" " + note if note else "")).strip(),
-        }
+        })
         self.claims.append(entry)
         return entry
 
@@ -231,10 +240,10 @@ class Ledger:
         """Record an exploratory measurement: shown beside the claims, with no verdict
         (nothing is predicted for it, or its only reference number came from a calibration run)."""
         self._check_new(claim_id)
-        entry = {"id": claim_id, "kind": EXPLORATORY, "source": source, "statement": statement,
-                 "predicted": None, "measured": _jsonable(measured), "paper_value": _jsonable(paper_value),
-                 "tolerance": "", "check": None, "verdict": NO_VERDICT, "prediction_holds": None,
-                 "robust": False, "why": ("Exploratory: no verdict. " + note).strip()}
+        entry = Claim({"id": claim_id, "kind": EXPLORATORY, "source": source, "statement": statement,
+                       "predicted": None, "measured": _jsonable(measured), "paper_value": _jsonable(paper_value),
+                       "tolerance": "", "check": None, "verdict": NO_VERDICT, "prediction_holds": None,
+                       "robust": False, "why": ("Exploratory: no verdict. " + note).strip()})
         self.claims.append(entry)
         return entry
 
@@ -379,6 +388,19 @@ def claims_table_markdown(claims: list[dict]) -> str:
         blocks.append("\n".join(lines))
     reasons = [f"- `{c['id']}` ({verdict_word(c)}): {c['why'] or '-'}" for c in claims]
     return "\n\n".join(blocks + ["**Why each verdict**\n\n" + "\n".join(reasons)])
+
+
+def cell_claims_markdown(claims: list[dict]) -> str:
+    """The claims one cell recorded, in one compact table under it: what was predicted, what was
+    measured, the accepted range and the verdict (the statement and the reason are in the Verdicts
+    section's tables)."""
+    header = ["claim", "kind", "predicted", "measured", "accepted range", "verdict"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for c in claims:
+        cells = [f"`{c['id']}`", c["kind"], _fmt(c["predicted"]), _fmt(c["measured"]), c["tolerance"] or "-",
+                 verdict_word(c)]
+        lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
+    return "\n".join(lines)
 
 
 def robust_failures(claims: list[dict]) -> list[dict]:

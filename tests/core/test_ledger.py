@@ -209,3 +209,24 @@ def test_findings_name_robust_claims_that_fail_at_this_seed():
     robust_section = ledger.findings_markdown().split("**Predictions not reproduced**")[0]
     assert "Robust claims that do not hold" in robust_section
     assert "`broke`" in robust_section and "`fragile`" not in robust_section and "`held`" not in robust_section
+
+
+def test_cell_claims_table_shows_prediction_measurement_check_and_verdict():
+    ledger = make_ledger()
+    ledger.record("a-claim", "Thm 1", "s", kind="prediction", measured=0.5, predicted=1.0, check=L.at_most())
+    ledger.observe("an-observation", "Fig. 2", "s", measured=[1.0, 2.0])
+    table = L.cell_claims_markdown(ledger.claims)
+    rows = table.splitlines()
+    assert rows[0] == "| claim | kind | predicted | measured | accepted range | verdict |"
+    assert rows[2].startswith("| `a-claim` | prediction | 1 | 0.5 | measured <= predicted") and rows[2].endswith(" |")
+    assert L.verdict_word(ledger.claims[0]) in rows[2]
+    assert rows[3].startswith("| `an-observation` | exploratory | - | [1, 2] |")
+
+
+def test_a_recorded_claim_is_a_dict_that_displays_nothing():
+    """A cell ending in ledger.record(...) must not print the claim's dict: the chapter's table shows it."""
+    from IPython.core.formatters import DisplayFormatter
+    ledger = make_ledger()
+    entry = ledger.record("x", "Thm 1", "s", kind="prediction", measured=0.5, predicted=1.0, check=L.at_most())
+    assert isinstance(entry, dict) and entry["id"] == "x"
+    assert DisplayFormatter().format(entry) == ({}, {})

@@ -79,6 +79,17 @@ def test_chapter_shows_its_claims_across_seeds(ledgers, paper):
 
 
 @pytest.mark.parametrize("paper", PAPERS)
+def test_every_claim_is_shown_under_the_cell_that_records_it(ledgers, paper):
+    """The reader sees each prediction, measurement and verdict where it is made, not only in the Verdicts."""
+    import nbformat
+    cells = nbformat.read(P.REPO_ROOT / "book" / "chapters" / f"{paper}.ipynb", as_version=4).cells
+    shown = "".join(str(output.get("data", {}).get("text/markdown", "")) for cell in cells
+                    if cell.cell_type == "code" and "chapter.verdicts" not in cell.source for output in cell.outputs)
+    for claim in ledgers[paper]["claims"]:
+        assert f"| `{claim['id']}` | {claim['kind']} |" in shown, claim["id"]
+
+
+@pytest.mark.parametrize("paper", PAPERS)
 def test_verdicts_match_reference(ledgers, paper):
     """Every claim keeps its verdict: "not reproduced" turning into "reproduced" is as much a
     moved result as the reverse. Regenerate the references on purpose with `make reference`."""
