@@ -1,0 +1,48 @@
+"""The chapter's experiment functions where they decide something themselves: Figure 2's grid of
+parameter counts and 50% crossings, the contour diagnosis, the lazy runs' selection and ratios (the
+notebook tests compare the whole ledger with the reference)."""
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from paperlib.papers.moderate_overparam import experiments as ex
+
+
+def grid(widths, dims):
+    return SimpleNamespace(phase_widths=widths, phase_input_dims=dims, tol=1e-3)
+
+
+def test_parameter_count_grid_counts_units_with_nonzero_output_weight():
+    K, D, keff_d = ex.parameter_count_grid(grid([1, 2, 3, 4], [5, 6]))
+    assert K.shape == D.shape == (2, 4)
+    assert keff_d.tolist() == [[0, 10, 10, 20], [0, 12, 12, 24]]   # 2 floor(k/2) d
+
+
+def test_contour_crossings_only_where_the_grid_reaches_kd_n_and_inf_when_not_crossed():
+    P = grid([2, 4, 6, 8], [4, 6, 10])
+    success = np.zeros((3, 4, 2))
+    success[1, 2:] = 1.0      # d = 6 crosses 50% between k = 4 and k = 6
+    result = {"success": success}
+    crossings = ex.contour_crossings(P, result, n=30)
+    assert set(crossings) == {6, 10}                              # d = 4 < 6 is excluded
+    assert 4 * 6 / 30 < crossings[6] <= 6 * 6 / 30
+    assert crossings[10] == float("inf")                          # never reaches 50%
+
+
+def test_contour_diagnosis_counts_diverged_and_stalled_failures():
+    P = grid([2, 4], [6])
+    success = np.zeros((1, 2, 2))
+    diverged = np.array([[[1, 0], [0, 0]]])
+    rel_error = np.full((1, 2, 2), 5e-3)
+    result = dict(success=success, diverged=diverged, rel_error=rel_error, dead_points=np.zeros((1, 2, 2)))
+    text = ex.contour_diagnosis(P, result, "relu", 12, {6: float("inf")})
+    assert "of 4 failed runs with k_eff d >= n, 1 diverged and 3 ended the budget at median error 5.0x" in text
+    assert text.endswith("0 with a dead data point")
+    assert ex.contour_diagnosis(P, result, "relu", 12, {6: 2.0}) == ""   # inside [1, 3]: nothing to explain
+
+
+def test_lazy_selection_and_linearized_ratio():
+    lazy = [dict(act="relu", k=k, seed=s, rate=1 - 0.02, step=0.1, ntk_min=0.2) for k in (50, 500) for s in (0, 1)]
+    assert len(ex.select(lazy, "relu", k=500)) == 2 and ex.select(lazy, "softplus") == []
+    assert np.isclose(ex.linearized_ratio(lazy[0]), 1.0)
