@@ -1,0 +1,92 @@
+"""The figures of the bottleneck chapter: each takes the measurements of
+:mod:`paperlib.papers.bottleneck.experiments` and returns a matplotlib figure."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from paperlib.core import plotting
+from paperlib.papers.bottleneck import deepfc as df
+
+
+def summary(P, sweep, found, profiles, sym):
+    """(a) Figure 1(a): ‖W‖² against L by middle rank, with the slope-k* prediction and Theorem 3's bound;
+    (b) Figure 1(b): singular values of every layer; (c) Σδ, c1's margin and Tr Θ/L against L; (d–f)
+    Figure 2(a–c): the symmetry network's spectra, GD paths in its middle layer, and orbit collapse in
+    layer 2."""
+    k_star, runs, y_var, rank_k = P.true_rank, sweep.runs, sweep.y_var, found.rank_k
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9.5))
+    ax = axes[0, 0]
+    ranks_seen = sorted({r["rank"] for r in runs})
+    cmap = plt.get_cmap("viridis", max(len(ranks_seen), 2))
+    for i, rk in enumerate(ranks_seen):
+        sel = [r for r in runs if r["rank"] == rk]
+        ax.scatter([r["depth"] for r in sel], [r["weight_norm"] for r in sel], color=cmap(i), label=f"rank {rk}",
+                   marker="o", s=[30 if r["train_mse"] / y_var < 0.05 else 60 for r in sel])
+    if not math.isnan(found.fit_slope):
+        grid = np.array([min(P.depths), max(P.depths)])
+        ax.plot(grid, k_star * grid + (found.fit_intercept + (found.fit_slope - k_star)
+                                       * np.mean([r["depth"] for r in found.slope_runs])),
+                "k--", lw=1, label=f"slope k* = {k_star} (prediction)")
+        lower = max(r["bounds"].max_two_log_pdet[k_star] for r in rank_k)
+        ax.plot(grid, k_star * grid + lower, ":", color="0.4", label="k*L + max 2 log|Jf|₊ (Thm 3 lower bound)")
+    ax.set_xlabel("depth L"); ax.set_ylabel("Σ‖W_l‖²"); ax.set_title("(a) Figure 1(a): norm against depth"); ax.legend(fontsize=7)
+
+    ax = axes[0, 1]
+    show = profiles or {r["depth"]: dict(svs=df.singular_values(r["net"])) for r in runs if r["seed"] == 0}
+    for (depth, prof), color in zip(sorted(show.items())[-3:], plotting.PALETTE):
+        for layer, s in enumerate(prof["svs"]):
+            ax.plot(np.full(min(len(s), 8), (layer + 1) / depth), s[:8].numpy(), ".", color=color, ms=4,
+                    label=f"L = {depth}" if layer == 0 else None)
+    ax.axhline(1.0, color="0.5", lw=0.8); ax.axhline(P.sv_threshold, color="0.5", ls=":", lw=0.8)
+    ax.set_yscale("log"); ax.set_ylim(1e-3, 20)
+    ax.set_xlabel("layer l / L"); ax.set_ylabel("singular values of W_l (top 8)")
+    ax.set_title("(b) Figure 1(b): bottleneck profile" + (" (nonlinear g)" if profiles else ""))
+    ax.legend(fontsize=7)
+
+    ax = axes[0, 2]
+    ds = sorted({r["depth"] for r in rank_k})
+    ax.plot(ds, [np.median([r["sum_delta"] for r in rank_k if r["depth"] == d]) for d in ds], "o-", label="Σ_l δ_l(k*) (Thm 6: O(1))")
+    ax.plot(ds, [np.median([r["bounds"].c1[k_star] - r["bounds"].max_two_log_pdet[k_star] for r in rank_k if r["depth"] == d])
+                 for d in ds], "s--", label="c1 − max 2 log|Jf|₊ (its bound)")
+    ax2 = ax.twinx()
+    ax2.plot(ds, [np.median([r["ntk_per_L"] for r in rank_k if r["depth"] == d]) for d in ds], "^:", color=plotting.PALETTE[2],
+             label="Tr Θ(x,x) / L (right)")
+    ax.set_xlabel("depth L"); ax.set_title("(c) Theorems 6 and 7 against depth (rank-k* runs)")
+    lines = ax.get_legend_handles_labels(); lines2 = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7)
+
+    ax = axes[1, 0]
+    for layer, s in enumerate(sym.svs):
+        ax.plot(np.full(min(len(s), 6), layer + 1), s[:6].numpy(), "o", color="k" if layer in sym.middle else "0.6", ms=3)
+    ax.set_yscale("log"); ax.set_xlabel("layer l"); ax.set_ylabel("singular values (top 6)")
+    ax.set_title(f"(d) Figure 2(a): weight spectra, L = {P.sym_depth}")
+
+    ax = axes[1, 1]
+    basis = torch.linalg.svd(sym.rep_c, full_matrices=False)[2][:2]
+    mean = sym.rep.mean(0)
+    for i in range(20):
+        path_rep = df.masks(sym.net, sym.task.paths[P.sym_num_train + i])[1][sym.mid_layer]
+        proj = (path_rep - mean) @ basis.T
+        ax.plot(proj[:, 0].numpy(), proj[:, 1].numpy(), "-", lw=0.8)
+        ax.plot(proj[0, 0].numpy(), proj[0, 1].numpy(), "k.", ms=3)
+    ax.set_xlabel("PC 1"); ax.set_ylabel("PC 2"); ax.set_title(f"(e) Figure 2(b): GD paths in layer {sym.mid_layer}")
+
+    ax = axes[1, 2]
+    w = sym.task.w
+    grid = torch.linspace(-1.3, 1.3, 41, dtype=torch.float64)
+    basis_w = torch.linalg.qr(torch.cat([w[:, None], torch.randn(P.sym_dim, 2, generator=sym.gen, dtype=torch.float64)], 1))[0]
+    e1, e2 = basis_w[:, 1], basis_w[:, 2]
+    plane = (grid[:, None, None] * e1 + grid[None, :, None] * e2 + 0.3 * w).reshape(-1, P.sym_dim)
+    x0 = 0.8 * e1 + 0.3 * w
+    dist = (df.masks(sym.net, plane)[1][2] - df.masks(sym.net, x0[None])[1][2]).norm(dim=1).reshape(41, 41)
+    im = ax.imshow(dist.T.numpy(), origin="lower", extent=[-1.3, 1.3, -1.3, 1.3], cmap="magma")
+    ax.plot([0.8], [0.0], "ws", ms=5)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    ax.set_title("(f) Figure 2(c): ‖α₂(x₀) − α₂(x)‖ on a plane ⊥ w")
+    fig.tight_layout()
+    return fig
