@@ -1,0 +1,77 @@
+"""The figure of the resnet-beyond-kernels chapter, from the measurements of
+:class:`paperlib.papers.resnet_beyond_kernels.experiments.Study`."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from paperlib.core import plotting
+
+RESNET = "3resnet(all)"
+
+
+def summary(P, study, widths, sens, fig4):
+    """(a) Test error against N: D3's curves and measured kernels, networks (median and range over seeds) and the
+    kernels of the networks; (b) Figure 2's layout against width; (c) Figure 3's ĝ against β; (d) Figure 4's norm
+    against error."""
+    T, n_focus = study.T, P.focus_num_train
+    kernel_results, net_results = study.kernel_results, study.net_results
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9.5))
+    ax = axes[0, 0]
+    for name, color in zip(P.kernels, plotting.PALETTE):
+        ax.plot(study.n_curve, study.predicted_curve[name], color=color, lw=1.2, label=f"{study.kernel_fns[name].label} (D3)")
+        pts = [(n, kernel_results[study.kernel_fns[name].label, n]["error"]) for n in study.kernel_sizes]
+        ax.plot(*zip(*pts), "o", color=color, ms=5)
+    markers = iter("s^vD<>")
+    for label in dict.fromkeys(l for l, _, m in net_results if m == P.width):
+        ns = [n for n in P.num_train_list if (label, n, P.width) in net_results]
+        errs = [study.per_seed(label, n) for n in ns]
+        medians = np.array([np.median(e) for e in errs])
+        lo = medians - [np.min(e) for e in errs]; hi = [np.max(e) for e in errs] - medians
+        ax.errorbar(ns, medians, yerr=[lo, hi], marker=next(markers), color="k" if "3resnet" in label else "0.45",
+                    ls="-" if label == RESNET else "--", ms=6, label=label, capsize=3)
+    for method in dict.fromkeys(m for (m, _), r in kernel_results.items() if r["kind"] == "network"):
+        ax.plot(study.kernel_sizes, [kernel_results[method, n]["error"] for n in study.kernel_sizes], "x", color="0.6", ms=5)
+    ax.plot([], [], "x", color="0.6", label="eNTK / last layer of each net")
+    ax.axhline(T, color="0.3", ls=":", label="k α² (F only)")
+    ax.set_xscale("log"); ax.set_yscale("log"); ax.set_ylim(1e-4, 30)
+    ax.set_xlabel("N (training samples)"); ax.set_ylabel("test error (sum over 15 outputs)")
+    ax.set_title("(a) Kernels (curves: predicted, dots: measured) against networks")
+    ax.legend(fontsize=6.5, ncol=2, loc="lower left")
+
+    ax = axes[0, 1]
+    for label in dict.fromkeys(l for l, n, m in net_results if n == n_focus):
+        ms_ = sorted(m for l, n, m in net_results if l == label and n == n_focus)
+        ax.plot(ms_, [study.median(label, n_focus, m) for m in ms_], "o-" if "3resnet" in label else "s--", label=label)
+    for method in dict.fromkeys(m for m, _ in widths.width_kernels):
+        ax.plot(P.widths, [widths.width_kernels[method, m]["error"] for m in P.widths], "x:", color="0.6", lw=0.8)
+    ax.plot([], [], "x:", color="0.6", label="eNTK / last layer of each net")
+    ax.axhline(T, color="0.3", ls=":", label="k α²")
+    ax.set_xscale("log"); ax.set_yscale("log")
+    ax.set_xlabel("m (width)"); ax.set_ylabel("test error"); ax.set_title(f"(b) Figure 2's layout at N = {n_focus}")
+    ax.legend(fontsize=7)
+
+    ax = axes[1, 0]
+    if sens.beta:
+        for train_output, style in ((True, "o-"), (False, "s--")):
+            ax.plot(P.betas, [float(np.median([s["g"] for s in sens.beta[b, train_output]])) for b in P.betas], style,
+                    label=f"3resnet({'all' if train_output else 'hidden'})")
+        ax.axvline(P.alpha, color="0.5", ls=":", label="β = α")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("β (weight of the base signal F)"); ax.set_ylabel("G-coefficient ĝ (1 = α G(F) learned)")
+    ax.set_title(f"(c) Figure 3: H = βF + αG(F), α = {P.alpha:g}, N = {n_focus}")
+
+    ax = axes[1, 1]
+    floor = 1e-4  # errors of exactly 0 drawn at the axis floor
+    ax.plot(np.maximum(fig4.hand_err, floor), fig4.hand_norm, "k*-", ms=9, label="hand-built (train = test)")
+    ax.plot([max(r["test"], floor) for r in fig4.rows], [r["norm"] for r in fig4.rows], "o", color=plotting.PALETTE[1],
+            label="SGD, test error")
+    ax.plot([max(r["train"], floor) for r in fig4.rows], [r["norm"] for r in fig4.rows], "^", color=plotting.PALETTE[2],
+            mfc="none", label="SGD, train error")
+    ax.axhline(9.7, color="0.5", ls=":", label="paper's hand-built 9.7 √d")
+    ax.set_xscale("log"); ax.set_xlabel("error"); ax.set_ylabel("‖W‖_F / √d")
+    ax.set_title(f"(d) Figures 1/4: degree-6 parity, d = {fig4.d4}, N = {P.fig4_num_train}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
