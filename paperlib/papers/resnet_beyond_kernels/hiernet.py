@@ -88,10 +88,6 @@ def select(params: dict, index) -> dict:
     return {name: value[index] for name, value in params.items()}
 
 
-def num_parameters(params: dict, trainable: Sequence[str]) -> int:
-    return int(sum(params[name][0].numel() for name in trainable))
-
-
 def trainable_names(arch: str, train_output: bool = True) -> tuple:
     names = tuple(_shapes(arch, 1, 1, 2))
     if arch == "parity2":
