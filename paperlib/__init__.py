@@ -18,7 +18,8 @@ unit tests (``tests/`` mirrors this tree):
   (closed forms and Monte Carlo), ``linalg`` (Jacobian Grams, Khatri-Rao spectra), ``spectral``
   (matrix-free Jacobian spectra), ``stats`` (slopes, crossings, intervals)
 - ``nets/``    shared networks and training: ``shallow`` (the theory papers' network),
-  ``training`` (the training-loop base and the shallow network's GD and SGD)
+  ``training`` (the training-loop base and the shallow network's GD and SGD),
+  ``optim`` (the settings every optimizer shares)
 - ``data/``    ``synthetic`` (generators from the papers' own models), ``digits`` (offline digits
   and MNIST-1D)
 - ``papers/<slug>/``  one package per chapter, named by ``notebooks/<slug>.md``:

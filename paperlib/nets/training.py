@@ -24,18 +24,11 @@ from paperlib.nets.shallow import resolve_activation, shallow_residual_and_gradi
 
 __all__ = [
     "DIVERGENCE_THRESHOLD",
-    "FOREACH",
     "is_diverged",
     "GDResult",
     "gd_shallow",
     "sgd_shallow",
 ]
-
-#: ``foreach=`` for every torch optimizer here: the multi-tensor update gives bit-for-bit the same
-#: parameters as the default per-tensor loop on a CPU (tested), with fewer launches (Adam's step on
-#: bottleneck's stacked networks 1.5x faster on one core); on a GPU it is torch's default anyway.
-#: (``fused=True`` is faster still but rounds differently, so it would move results.)
-FOREACH = True
 
 #: a run whose relative residual ||r||/||y|| exceeds this is declared diverged
 DIVERGENCE_THRESHOLD = 1e3

@@ -36,7 +36,7 @@ from torch.func import jvp, vjp
 
 from paperlib.core.devices import one_cpu_thread
 from paperlib.core.seeding import derive_seed
-from paperlib.nets.training import FOREACH
+from paperlib.nets.optim import FOREACH
 
 
 # ------------------------------------------------------------------ parameters

@@ -32,7 +32,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from paperlib.core.devices import one_cpu_thread
-from paperlib.nets.training import DIVERGENCE_THRESHOLD, FOREACH, is_diverged
+from paperlib.nets.optim import FOREACH
+from paperlib.nets.training import DIVERGENCE_THRESHOLD, is_diverged
 from paperlib.papers.jacobian_lowrank.multiclass import stack_outputs
 
 __all__ = [

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from paperlib.maths.kernels import relu_feature_covariance
-from paperlib.nets.training import FOREACH
+from paperlib.nets.optim import FOREACH
 
 GENERATORS = ("sin", "cos", "exp", "log", "mix")
 _MAPS = {
