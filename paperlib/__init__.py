@@ -22,7 +22,10 @@ unit tests (``tests/`` mirrors this tree):
   ``optim`` (the settings every optimizer shares)
 - ``data/``    ``synthetic`` (generators from the papers' own models), ``digits`` (offline digits
   and MNIST-1D)
-- ``papers/<slug>/``  one package per chapter, named by ``notebooks/<slug>.md``:
+- ``papers/<slug>/``  one package per chapter, named by ``notebooks/<slug>.md``. Each has
+  ``experiments`` (one function, or one method of a study object, per section of the chapter:
+  it runs the section and returns its measurements; the chapter records the claims) and
+  ``figures`` (the chapter's figures from those measurements), beside the paper's own machinery:
   ``moderate_overparam`` (``overparam``, ``phase``), ``jacobian_lowrank`` (``multiclass``,
   ``resnet``), ``resnet_beyond_kernels`` (``hypercube``, ``hiernet``), ``bottleneck``
   (``deepfc``, ``repcost``), ``manifold_lsh`` (``manifolds``)
