@@ -1,5 +1,6 @@
-r"""The training-loop base and the shallow network's trainers: the divergence guard, the progress
-bar, the logged history and full-batch descent on any residual-and-gradient map
+r"""The training-loop base and the shallow network's trainers: :class:`TrainingLoop` (the iteration, the
+progress bar, when to log and the divergence guard, which every trainer of the book uses), the logged
+history and full-batch descent on any residual-and-gradient map
 (:func:`full_batch_descent`, also behind the multiclass network of
 :mod:`paperlib.papers.jacobian_lowrank.multiclass`), and full-batch GD and SGD for the shallow network.
 
@@ -14,6 +15,7 @@ Conventions (spec ``moderate-overparam.md`` Secs. 2, 4, 8):
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -24,6 +26,7 @@ from paperlib.nets.shallow import resolve_activation, shallow_residual_and_gradi
 
 __all__ = [
     "DIVERGENCE_THRESHOLD",
+    "TrainingLoop",
     "is_diverged",
     "GDResult",
     "gd_shallow",
@@ -47,6 +50,56 @@ def _progress(total: int, enabled: bool, desc: str):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, leave=False)
+
+
+class TrainingLoop:
+    """The bookkeeping every trainer of the book shares, with the mathematics of a step left to the
+    trainer: iteration over ``total`` steps (or epochs) numbered from ``start``, an optional
+    progress bar, when to log (every ``log_every`` and at the last step) and the divergence guard
+    (:func:`is_diverged`).
+
+    ``for step in loop:`` yields ``start, ..., start + total - 1`` and advances the bar after each
+    step (a trainer with early stops calls ``loop.advance()`` instead); ``loop.logs(step)`` says
+    whether ``step`` is logged; ``loop.close()`` (also run when the iteration ends or is abandoned)
+    closes the bar."""
+
+    def __init__(self, total: int, log_every: int = 1, progress: bool = False, desc: str = "train",
+                 start: int = 0, divergence_threshold: float = DIVERGENCE_THRESHOLD):
+        _check_log_every(log_every)
+        if not isinstance(total, numbers.Integral) or isinstance(total, bool) or total < 0:
+            raise ValueError(f"the number of steps must be a non-negative integer, got {total!r}")
+        self.total, self.log_every, self.start = int(total), log_every, int(start)
+        self.divergence_threshold = divergence_threshold
+        self.bar = _progress(total, progress, desc)
+
+    @property
+    def last(self) -> int:
+        return self.start + self.total - 1
+
+    def __iter__(self):
+        try:
+            for step in range(self.start, self.start + self.total):
+                yield step
+                if self.bar is not None:
+                    self.bar.update(1)
+        finally:
+            self.close()
+
+    def logs(self, step: int) -> bool:
+        return step % self.log_every == 0 or step == self.last
+
+    def advance(self, steps: int = 1) -> None:
+        """Advance the bar by hand, for a trainer that cannot iterate the loop (early stops, batches)."""
+        if self.bar is not None:
+            self.bar.update(steps)
+
+    def diverged(self, value: float, reference: float = 1.0) -> bool:
+        return is_diverged(value, reference, self.divergence_threshold)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 # --------------------------------------------------------------------------- GD / SGD
@@ -144,11 +197,11 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
     ``on_log(tau, W, residual)`` is called; ``before_step(tau, W)`` is called at every iterate.
     ``W0`` is not modified.
     """
-    _check_log_every(log_every)
+    # iterates 0..num_iters: num_iters + 1 evaluations, the last one logged
+    loop = TrainingLoop(num_iters + 1, log_every, progress, desc, divergence_threshold=divergence_threshold)
     W = W0.clone()
     history = _History(W0)
     path = torch.zeros((), dtype=W.dtype, device=W.device)
-    bar = _progress(num_iters, progress, desc)
     converged = False if tol is not None else None
     diverged_at = None
     tau = 0
@@ -162,7 +215,7 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
             if before_step is not None:
                 before_step(tau, W)
             rnorm, G, residual = residual_and_gradient(W)
-            if is_diverged(rnorm, label_norm, divergence_threshold):
+            if loop.diverged(rnorm, label_norm):
                 diverged_at = tau
                 log(rnorm, residual)
                 break
@@ -170,7 +223,7 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
                 converged = True
                 log(rnorm, residual)
                 break
-            if tau % log_every == 0 or tau == num_iters:
+            if loop.logs(tau):
                 log(rnorm, residual)
             if tau == num_iters:
                 break
@@ -178,11 +231,9 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
             path += torch.linalg.vector_norm(G)
             W.sub_(G)
             tau += 1
-            if bar is not None:
-                bar.update(1)
+            loop.advance()
     finally:
-        if bar is not None:
-            bar.close()
+        loop.close()
     return history.result(W, label_norm, tau, diverged_at, converged)
 
 
@@ -219,7 +270,8 @@ def sgd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Ten
     length is accumulated at every step. The divergence guard and ``tol`` are checked at the
     logged steps.
     """
-    _check_log_every(log_every)
+    # steps 0..num_steps: the full residual is evaluated at the logged ones, the last included
+    loop = TrainingLoop(num_steps + 1, log_every, progress, "SGD", divergence_threshold=divergence_threshold)
     act = resolve_activation(act)
     X, y, W0, v = _prepare([X, y, W0, v], dtype, device)
     n = X.shape[0]
@@ -232,15 +284,14 @@ def sgd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Ten
     x_norms = torch.linalg.vector_norm(X, dim=1)
     converged = False if tol is not None else None
     diverged_at = None
-    bar = _progress(num_steps, progress, "SGD")
     tau = 0
     try:
         while True:
-            if tau % log_every == 0 or tau == num_steps:
+            if loop.logs(tau):
                 r = (act.phi(X @ W.T) @ v) - y
                 rnorm = float(torch.linalg.vector_norm(r))
                 history.log(tau, rnorm, W, path)
-                if is_diverged(rnorm, label_norm, divergence_threshold):
+                if loop.diverged(rnorm, label_norm):
                     diverged_at = tau
                     break
                 if tol is not None and rnorm < tol * label_norm:
@@ -256,9 +307,7 @@ def sgd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Ten
             path += lr * torch.linalg.vector_norm(a) * x_norms[i]
             W.addr_(a, x, alpha=-lr)
             tau += 1
-            if bar is not None:
-                bar.update(1)
+            loop.advance()
     finally:
-        if bar is not None:
-            bar.close()
+        loop.close()
     return history.result(W, label_norm, tau, diverged_at, converged)

@@ -165,3 +165,19 @@ def test_gd_matches_an_explicit_loop():
     assert float((res.W - W).abs().max()) <= rounding(float(W0.abs().max()) + 1.0, terms=steps * 20)
     assert np.allclose(res.residual_norms, norms, rtol=0, atol=rounding(float(y.norm()), terms=steps * 20))
 
+
+
+def test_training_loop_iterates_logs_the_last_step_and_guards_divergence():
+    from paperlib.nets.training import TrainingLoop
+    loop = TrainingLoop(7, log_every=3, start=1)
+    steps = list(loop)
+    assert steps == [1, 2, 3, 4, 5, 6, 7]
+    assert [s for s in steps if loop.logs(s)] == [3, 6, 7]        # every third, and the last
+    assert [s for s in TrainingLoop(5, log_every=2) if True] == [0, 1, 2, 3, 4]
+    assert not loop.diverged(10.0, reference=1.0) and loop.diverged(float("nan")) and loop.diverged(2e3)
+    assert TrainingLoop(3, divergence_threshold=5.0).diverged(6.0)
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="number of steps"):
+            TrainingLoop(bad)
+    with pytest.raises(ValueError, match="log_every"):
+        TrainingLoop(3, log_every=0)

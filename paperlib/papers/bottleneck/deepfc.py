@@ -37,6 +37,7 @@ from torch.func import jvp, vjp
 from paperlib.core.devices import one_cpu_thread
 from paperlib.core.seeding import derive_seed
 from paperlib.nets.optim import FOREACH
+from paperlib.nets.training import TrainingLoop
 
 
 # ------------------------------------------------------------------ parameters
@@ -150,8 +151,9 @@ def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float
     masks = None if active is None else [m.to(device) for m in active]
     weights = None if masks is None else [m.to(dtype) for m in masks]
     padded = [] if masks is None else [(i, m.view(-1, 1, 1), m.view(-1, 1)) for i, m in enumerate(masks) if not bool(m.all())]
+    loop = TrainingLoop(steps, log_every, desc="Adam")
     with one_cpu_thread(device):  # these matrices are tiny: one thread is faster than two (measured)
-        for step in range(steps):
+        for step in loop:
             optimizer.zero_grad(set_to_none=True)
             loss = regularized_loss(pairs(), X, Y, weight_decay, slope, weights)
             loss.sum().backward()
@@ -161,7 +163,7 @@ def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float
                 b.grad = torch.where(mask_b, b.grad, 0.0)
             optimizer.step()
             scheduler.step()
-            if step % log_every == 0 or step == steps - 1:
+            if loop.logs(step):
                 history.append(loss.detach().double().cpu().numpy().copy())
     if flush:
         torch.set_flush_denormal(False)
@@ -395,7 +397,7 @@ def train_linear_adam(weights: list, target: torch.Tensor, *, weight_decay: floa
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=final_lr_fraction ** (1.0 / steps))
     last_lr = lr
     with one_cpu_thread(A.device):  # tiny matrices: one thread is faster
-        for _ in range(steps):
+        for _ in TrainingLoop(steps, desc="Adam (linear)"):
             optimizer.zero_grad(set_to_none=True)
             norm = sum((W ** 2).sum((-2, -1)) for W in params)
             loss = ((linear_product(params) - A) ** 2).sum((-2, -1)) + weight_decay * norm

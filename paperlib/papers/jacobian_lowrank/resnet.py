@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from paperlib.core.devices import one_cpu_thread
 from paperlib.nets.optim import FOREACH
-from paperlib.nets.training import DIVERGENCE_THRESHOLD, is_diverged
+from paperlib.nets.training import DIVERGENCE_THRESHOLD, TrainingLoop
 from paperlib.papers.jacobian_lowrank.multiclass import stack_outputs
 
 __all__ = [
@@ -352,12 +352,9 @@ def _train_sgd(model, X, Y_onehot, X_test, Y_test_onehot, epochs, lr, batch_size
     reference = abs(initial_loss) if initial_loss not in (0.0,) and math.isfinite(initial_loss) else 1.0
     epoch_losses, lrs = [], []
     steps, epochs_run, diverged_at = 0, 0, None
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=epochs, desc="SGD", leave=False)
+    loop = TrainingLoop(epochs, record_every, progress, "SGD", start=1, divergence_threshold=divergence_threshold)
     try:
-        for epoch in range(1, epochs + 1):
+        for epoch in loop:
             current_lr = lr if (lr_drop_epoch is None or epoch <= lr_drop_epoch) else lr * lr_drop_factor
             for group in optimizer.param_groups:
                 group["lr"] = current_lr
@@ -375,18 +372,15 @@ def _train_sgd(model, X, Y_onehot, X_test, Y_test_onehot, epochs, lr, batch_size
             epoch_losses.append(epoch_loss)
             lrs.append(current_lr)
             epochs_run = epoch
-            if bar is not None:
-                bar.update(1)
-            if is_diverged(epoch_loss, reference, divergence_threshold):
+            if loop.diverged(epoch_loss, reference):
                 diverged_at = epoch
                 record(epoch)
                 break
-            if epoch % record_every == 0 or epoch == epochs:
+            if loop.logs(epoch):
                 record(epoch)
             snapshot(epoch)
     finally:
-        if bar is not None:
-            bar.close()
+        loop.close()
     elapsed = time.perf_counter() - start
     if snapshot_best and best["epoch"] is not None:
         snapshots[best["epoch"]] = best["state"]

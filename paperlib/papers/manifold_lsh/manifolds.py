@@ -23,6 +23,7 @@ import torch
 
 from paperlib.maths.kernels import relu_feature_covariance
 from paperlib.nets.optim import FOREACH
+from paperlib.nets.training import TrainingLoop
 
 GENERATORS = ("sin", "cos", "exp", "log", "mix")
 _MAPS = {
@@ -320,7 +321,7 @@ def train_theory(Z: torch.Tensor, labels: torch.Tensor, num_classes: int, hidden
     B = (torch.randn(hidden, D, generator=generator, dtype=torch.float64) / math.sqrt(D)).requires_grad_(True)
     Sigma = centred_covariance(Z, labels, num_classes) if lam_var > 0 else None
     opt = torch.optim.Adam([A, B], lr=lr, foreach=FOREACH)
-    for _ in range(steps):
+    for _ in TrainingLoop(steps, desc="Adam (theory network)"):
         opt.zero_grad(set_to_none=True)
         R = Z @ B.T
         loss = weighted_loss(R @ A.T, labels) + lam_a * (A ** 2).sum() + lam_b * (B ** 2).sum()
@@ -358,7 +359,7 @@ def train_mlp(X: torch.Tensor, labels: torch.Tensor, num_classes: int, width: in
     model.to(device)
     X = X.float().to(device)
     Y = torch.nn.functional.one_hot(labels, num_classes).float().to(device)
-    for epoch in range(1, epochs + 1):
+    for epoch in TrainingLoop(epochs, start=1, desc="SGD (MLP)"):
         order = torch.randperm(X.shape[0], generator=generator).to(device)
         for start in range(0, X.shape[0], batch_size):
             idx = order[start:start + batch_size]

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from paperlib.core.seeding import generator as make_generator
 from paperlib.data.synthetic import gaussian_labels, sphere_points
 from paperlib.nets.shallow import initial_weights, output_weights, resolve_activation
-from paperlib.nets.training import DIVERGENCE_THRESHOLD, _progress
+from paperlib.nets.training import DIVERGENCE_THRESHOLD, TrainingLoop
 
 # --------------------------------------------------------------------------- phase diagram
 
@@ -238,15 +238,16 @@ def fit_cells(cells: Sequence[PhaseCell], activation, lr: float, max_iters: int,
                                               group.v[dev_rows]).cpu().numpy()
 
     start = time.perf_counter()
-    bar = _progress(max_iters * len(groups), progress, f"fit_cells[{act_name}]")
+    # the shared loop's bar and threshold; the batched iteration below stops runs one by one
+    loop = TrainingLoop(max_iters * len(groups), progress=progress, desc=f"fit_cells[{act_name}]",
+                        divergence_threshold=divergence_threshold)
     try:
         for idx in groups:
             group = _Group([cells[i] for i in idx], idx, seed, device, dtype)
-            _train_group(group, kernel, lr, max_iters, tol, divergence_threshold,
-                         compact_every, retire, bar)
+            _train_group(group, kernel, lr, max_iters, tol, loop.divergence_threshold,
+                         compact_every, retire, loop)
     finally:
-        if bar is not None:
-            bar.close()
+        loop.close()
     elapsed = time.perf_counter() - start
     return PhaseResult(cells=cells, activation=act_name, lr=float(lr), max_iters=max_iters,
                        tol=float(tol), seed=seed, success=success, rel_error=rel_error,
@@ -280,7 +281,7 @@ def _batches(cells: list, split_widths: bool) -> list[list[int]]:
     return batches
 
 
-def _train_group(g: _Group, kernel, lr, max_iters, tol, div_thr, compact_every, retire, bar):
+def _train_group(g: _Group, kernel, lr, max_iters, tol, div_thr, compact_every, retire, loop):
     """The hot loop: GD on one padded batch until every run has stopped."""
     done_at = 0
     tau = 0
@@ -304,17 +305,15 @@ def _train_group(g: _Group, kernel, lr, max_iters, tol, div_thr, compact_every, 
         g.iters += g.active
         tau += 1
         if tau % compact_every == 0:
-            if bar is not None:
-                bar.update(tau - done_at)
-                done_at = tau
+            loop.advance(tau - done_at)
+            done_at = tau
             active = g.active.cpu()
             if not bool(active.all()):
                 retire(g, ~active)
                 g.select(active)
                 if len(g) == 0:
                     break
-    if bar is not None:
-        bar.update(max_iters - done_at)
+    loop.advance(max_iters - done_at)
     if len(g):
         retire(g, torch.ones(len(g), dtype=torch.bool))
 

@@ -40,6 +40,7 @@ import torch
 from torch.func import jacrev, vmap
 
 from paperlib.core.seeding import derive_seed
+from paperlib.nets.training import TrainingLoop
 
 ARCHS = ("3resnet", "3layer", "2layer", "parity2")
 OUTPUT_LAYER = {"3resnet": ("A",), "3layer": ("A",), "2layer": ("A",), "parity2": ("a",)}
@@ -222,7 +223,8 @@ def train_sgd(arch: str, params: dict, X: torch.Tensor, Y: torch.Tensor, *, lr, 
     wd_of = {name: wd.view(shapes[name]) for name in names} if bool((wd != 0).any()) else None
     leaves = [params[n] for n in names]
     step = 0
-    for epoch in range(1, epochs + 1):
+    loop = TrainingLoop(epochs, log_every=max(1, eval_every), start=1, desc=f"SGD ({arch}, {C} configurations)")
+    for epoch in loop:
         if decay_at is not None and epoch == int(decay_at * epochs) + 1:
             lr.mul_(0.1)
         order = torch.stack([torch.randperm(N, generator=g) for g in gens]).to(device)  # (C, N)
@@ -250,7 +252,7 @@ def train_sgd(arch: str, params: dict, X: torch.Tensor, Y: torch.Tensor, *, lr, 
                     params[name][diverged] = 0.0
                 for buf in buffers.values():
                     buf[diverged] = 0.0
-        if eval_every and (epoch % eval_every == 0 or epoch == epochs):
+        if eval_every and loop.logs(epoch):
             evaluate(epoch)
     result.params = {name: value.detach() for name, value in params.items()}
     result.diverged = diverged.cpu().numpy()
