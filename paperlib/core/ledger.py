@@ -181,9 +181,10 @@ def _fmt(value) -> str:
 
 
 class Claim(dict):
-    """One recorded claim: the dict the ledger saves. It displays nothing by itself in a notebook (a
-    cell that ends in ``ledger.record(...)`` would print the whole dict): the chapter shows every claim
-    a cell recorded in one compact table under that cell (:func:`cell_claims_markdown`)."""
+    """What ``record`` and ``observe`` return: a copy of the claim the ledger saves. It displays nothing
+    by itself in a notebook (a cell that ends in ``ledger.record(...)`` would print the whole dict): the
+    chapter shows every claim a cell recorded in one compact table under that cell
+    (:func:`cell_claims_markdown`). ``ledger.claims`` holds plain dicts, which display as usual."""
 
     def _ipython_display_(self):
         pass
@@ -223,7 +224,7 @@ class Ledger:
         enough, enough_text = enough_data if enough_data else (True, "")
         verdict, holds = compute_verdict(measured, predicted, check, bool(assumption_met), bool(enough))
         why = self._explain(verdict, holds, measured, predicted, check, assumption_text, enough_text)
-        entry = Claim({
+        entry = {
             "id": claim_id, "kind": kind, "source": source, "statement": statement,
             "predicted": _jsonable(predicted), "measured": _jsonable(measured),
             "paper_value": _jsonable(paper_value), "tolerance": check.describe(predicted),
@@ -231,21 +232,21 @@ class Ledger:
                       "low": _jsonable(check.low), "high": _jsonable(check.high)},
             "verdict": verdict, "prediction_holds": holds, "robust": bool(robust),
             "why": (why + (" " + note if note else "")).strip(),
-        })
+        }
         self.claims.append(entry)
-        return entry
+        return Claim(entry)
 
     def observe(self, claim_id: str, source: str, statement: str, *, measured, paper_value=None,
                 note: str = "") -> dict:
         """Record an exploratory measurement: shown beside the claims, with no verdict
         (nothing is predicted for it, or its only reference number came from a calibration run)."""
         self._check_new(claim_id)
-        entry = Claim({"id": claim_id, "kind": EXPLORATORY, "source": source, "statement": statement,
-                       "predicted": None, "measured": _jsonable(measured), "paper_value": _jsonable(paper_value),
-                       "tolerance": "", "check": None, "verdict": NO_VERDICT, "prediction_holds": None,
-                       "robust": False, "why": ("Exploratory: no verdict. " + note).strip()})
+        entry = {"id": claim_id, "kind": EXPLORATORY, "source": source, "statement": statement,
+                 "predicted": None, "measured": _jsonable(measured), "paper_value": _jsonable(paper_value),
+                 "tolerance": "", "check": None, "verdict": NO_VERDICT, "prediction_holds": None,
+                 "robust": False, "why": ("Exploratory: no verdict. " + note).strip()}
         self.claims.append(entry)
-        return entry
+        return Claim(entry)
 
     def _check_new(self, claim_id: str) -> None:
         if any(c["id"] == claim_id for c in self.claims):

@@ -230,3 +230,9 @@ def test_a_recorded_claim_is_a_dict_that_displays_nothing():
     entry = ledger.record("x", "Thm 1", "s", kind="prediction", measured=0.5, predicted=1.0, check=L.at_most())
     assert isinstance(entry, dict) and entry["id"] == "x"
     assert DisplayFormatter().format(entry) == ({}, {})
+
+
+def test_the_ledger_keeps_plain_dicts_that_display_as_usual():
+    ledger = make_ledger()
+    ledger.record("x", "Thm 1", "s", kind="prediction", measured=0.5, predicted=1.0, check=L.at_most())
+    assert type(ledger.claims[0]) is dict
