@@ -21,6 +21,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
+from paperlib.core.devices import one_cpu_thread
 from paperlib.maths.kernels import relu_feature_covariance
 from paperlib.nets.optim import FOREACH
 from paperlib.nets.training import TrainingLoop
@@ -359,18 +360,21 @@ def train_mlp(X: torch.Tensor, labels: torch.Tensor, num_classes: int, width: in
     model.to(device)
     X = X.float().to(device)
     Y = torch.nn.functional.one_hot(labels, num_classes).float().to(device)
-    for epoch in TrainingLoop(epochs, start=1, desc="SGD (MLP)"):
-        order = torch.randperm(X.shape[0], generator=generator).to(device)
-        for start in range(0, X.shape[0], batch_size):
-            idx = order[start:start + batch_size]
-            opt.zero_grad(set_to_none=True)
-            residual = model(X[idx]) - Y[idx]
-            value = (residual ** 2).sum(1).mean() if loss == "sum" else (residual ** 2).mean()
-            value.backward()
-            opt.step()
-        if on_epoch is not None:
-            with torch.no_grad():
-                on_epoch(epoch, model)
+    # float32 SGD amplifies the thread-dependent rounding of multi-threaded kernels into a different run:
+    # on one thread the run is the same whatever OMP_NUM_THREADS says (as for the ResNet and deepfc)
+    with one_cpu_thread(device):
+        for epoch in TrainingLoop(epochs, start=1, desc="SGD (MLP)"):
+            order = torch.randperm(X.shape[0], generator=generator).to(device)
+            for start in range(0, X.shape[0], batch_size):
+                idx = order[start:start + batch_size]
+                opt.zero_grad(set_to_none=True)
+                residual = model(X[idx]) - Y[idx]
+                value = (residual ** 2).sum(1).mean() if loss == "sum" else (residual ** 2).mean()
+                value.backward()
+                opt.step()
+            if on_epoch is not None:
+                with torch.no_grad():
+                    on_epoch(epoch, model)
     return model.cpu()
 
 
