@@ -391,14 +391,39 @@ def claims_table_markdown(claims: list[dict]) -> str:
     return "\n\n".join(blocks + ["**Why each verdict**\n\n" + "\n".join(reasons)])
 
 
+def _number(value) -> float:
+    return float(value) if value is not None else math.nan
+
+
+def accepted_range(claim: dict) -> str:
+    """The accepted range of a claim as an interval: ``<= 0.0001``, ``>= 0.8``, ``[0.9, 1.05]``; the
+    tolerance's own words where the prediction is not a number, and ``-`` for an exploratory one."""
+    check = claim.get("check")
+    if not check:
+        return "-"
+    predicted = claim["predicted"]
+    numeric = isinstance(predicted, (int, float)) and not isinstance(predicted, bool)
+    if check["kind"] != "within" and not numeric:
+        return claim["tolerance"] or "-"
+    low, high = Check(check["kind"], check["rtol"], check["atol"], _number(check["low"]),
+                      _number(check["high"])).bounds(predicted)
+    if low == -math.inf and high == math.inf:
+        return "any"
+    if low == -math.inf:
+        return f"<= {_fmt(high)}"
+    if high == math.inf:
+        return f">= {_fmt(low)}"
+    return f"[{_fmt(low)}, {_fmt(high)}]"
+
+
 def cell_claims_markdown(claims: list[dict]) -> str:
     """The claims one cell recorded, in one compact table under it: what was predicted, what was
     measured, the accepted range and the verdict (the statement and the reason are in the Verdicts
     section's tables)."""
-    header = ["claim", "kind", "predicted", "measured", "accepted range", "verdict"]
+    header = ["claim", "kind", "predicted", "measured", "accepted", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in claims:
-        cells = [f"`{c['id']}`", c["kind"], _fmt(c["predicted"]), _fmt(c["measured"]), c["tolerance"] or "-",
+        cells = [f"`{c['id']}`", c["kind"], _fmt(c["predicted"]), _fmt(c["measured"]), accepted_range(c),
                  verdict_word(c)]
         lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
     return "\n".join(lines)

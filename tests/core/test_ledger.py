@@ -217,8 +217,8 @@ def test_cell_claims_table_shows_prediction_measurement_check_and_verdict():
     ledger.observe("an-observation", "Fig. 2", "s", measured=[1.0, 2.0])
     table = L.cell_claims_markdown(ledger.claims)
     rows = table.splitlines()
-    assert rows[0] == "| claim | kind | predicted | measured | accepted range | verdict |"
-    assert rows[2].startswith("| `a-claim` | prediction | 1 | 0.5 | measured <= predicted") and rows[2].endswith(" |")
+    assert rows[0] == "| claim | kind | predicted | measured | accepted | verdict |"
+    assert rows[2].startswith("| `a-claim` | prediction | 1 | 0.5 | <= 1 |") and rows[2].endswith(" |")
     assert L.verdict_word(ledger.claims[0]) in rows[2]
     assert rows[3].startswith("| `an-observation` | exploratory | - | [1, 2] |")
 
@@ -236,3 +236,19 @@ def test_the_ledger_keeps_plain_dicts_that_display_as_usual():
     ledger = make_ledger()
     ledger.record("x", "Thm 1", "s", kind="prediction", measured=0.5, predicted=1.0, check=L.at_most())
     assert type(ledger.claims[0]) is dict
+
+
+def test_accepted_range_is_the_interval_the_check_accepts():
+    ledger = make_ledger()
+    record = lambda i, predicted, check: ledger.record(i, "s", "s", kind="prediction", measured=0.5,
+                                                       predicted=predicted, check=check)
+    assert L.accepted_range(record("a", 0.0, L.at_most(atol=1e-4))) == "<= 1.000e-04"
+    assert L.accepted_range(record("b", 1.0, L.at_least(atol=0.2))) == ">= 0.8"
+    assert L.accepted_range(record("c", -2.5, L.close(atol=0.1))) == "[-2.6, -2.4]"
+    assert L.accepted_range(record("d", None, L.within(0.9, 1.05))) == "[0.9, 1.05]"
+    assert L.accepted_range(record("e", None, L.within(1.5, math.inf))) == ">= 1.5"
+    assert L.accepted_range(record("f", "order one", L.within(0.05, math.inf))) == ">= 0.05"
+    claim = ledger.claims[-1] | {"check": {"kind": "at_most", "rtol": 0.0, "atol": 0.0, "low": "-inf", "high": "inf"},
+                                 "predicted": "order one"}
+    assert L.accepted_range(claim) == claim["tolerance"]
+    assert L.accepted_range(ledger.observe("g", "s", "s", measured=1.0)) == "-"
