@@ -131,6 +131,12 @@ def jacobian_difference_norm(X, W_a, W_b, v, activation: str | Activation) -> fl
     return math.sqrt(max(max_eigenvalue(difference), 0.0))
 
 
+def psd_sqrt(S: torch.Tensor) -> torch.Tensor:
+    """S^{1/2} of the symmetric part of S by eigh, negative (rounding) eigenvalues clipped at 0."""
+    evals, evecs = torch.linalg.eigh((S + S.T) / 2)
+    return evecs * evals.clamp_min(0).sqrt() @ evecs.T
+
+
 def symmetric_norm(S) -> float:
     """Spectral norm of a symmetric matrix, max |eigenvalue|, from ``eigvalsh``
     (several times faster than the SVD behind ``matrix_norm(ord=2)``)."""

@@ -11,7 +11,7 @@ from paperlib.core.seeding import generator
 from paperlib.data.synthetic import gaussian_labels, sphere_points
 from paperlib.maths.activations import get_activation
 from paperlib.maths.kernels import neural_covariance
-from paperlib.maths.linalg import (khatri_rao_min_sq_singular, max_eigenvalue, min_eigenvalue,
+from paperlib.maths.linalg import (psd_sqrt, khatri_rao_min_sq_singular, max_eigenvalue, min_eigenvalue,
                                    shallow_jacobian, shallow_jacobian_gram, shallow_jacobian_spectral_norm,
                                    spectral_norm)
 from tolerances import EPS64, rounding
@@ -221,3 +221,37 @@ def test_symmetric_norm_matches_svd_norm():
     S = A + A.T - 5 * torch.eye(12, dtype=torch.float64)  # indefinite: the largest |eigenvalue| may be negative
     norm = float(torch.linalg.matrix_norm(S, ord=2))
     assert symmetric_norm(S) == pytest.approx(norm, abs=rounding(norm, 12))  # eigh vs SVD: n eps |S|, n = 12
+
+
+def test_psd_sqrt_matches_scipy_sqrtm_and_squares_back():
+    """Catches: a transposed eigenvector matrix (Q^T diag Q), eigenvalues not square-rooted, or a
+    non-symmetric result."""
+    from scipy.linalg import sqrtm
+
+    g = generator(0, "psd-sqrt")
+    A = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    S = A @ A.T + 0.5 * torch.eye(6, dtype=torch.float64)
+    R = psd_sqrt(S)
+    evals = torch.linalg.eigvalsh(S)
+    norm, lam_min = float(evals[-1]), float(evals[0])
+    # R R - S: products of n = 6 terms of size <= |R|^2 = |S|
+    torch.testing.assert_close(R @ R, S, rtol=0, atol=rounding(norm, 6))
+    # symmetric by construction: Q diag Q^T computed as two products of n terms of size |R|
+    torch.testing.assert_close(R, R.T, rtol=0, atol=rounding(math.sqrt(norm), 6))
+    # two backward-stable routes to sqrt(S): a perturbation dS of size n eps |S| moves sqrt(S) by at
+    # most |dS| / (2 sqrt(lam_min)) (the Frechet derivative of the square root), here cond = |S|/lam_min ~ 30
+    reference = torch.from_numpy(sqrtm(S.numpy()).real)
+    torch.testing.assert_close(R, reference, rtol=0, atol=rounding(norm / (2 * math.sqrt(lam_min)), 6))
+
+
+def test_psd_sqrt_clips_negative_eigenvalues_and_symmetrizes():
+    """S = Q diag(4, 1, 1/4, -2) Q^T + an antisymmetric part gives Q diag(2, 1, 1/2, 0) Q^T.
+    Catches: |lambda| instead of clipping (sqrt 2 in the last direction), or no symmetrization."""
+    g = generator(0, "psd-clip")
+    Q, _ = torch.linalg.qr(torch.randn(4, 4, generator=g, dtype=torch.float64))
+    S = Q @ torch.diag(torch.tensor([4.0, 1.0, 0.25, -2.0], dtype=torch.float64)) @ Q.T
+    K = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    expected = Q @ torch.diag(torch.tensor([2.0, 1.0, 0.5, 0.0], dtype=torch.float64)) @ Q.T
+    # |S| = 4, n = 4; sqrt(max(lambda, 0)) has divided differences <= 1/(2 sqrt(1/4)) = 1 on this spectrum,
+    # so an eigendecomposition error of n eps |S| moves the result by at most as much
+    torch.testing.assert_close(psd_sqrt(S + (K - K.T)), expected, rtol=0, atol=rounding(4.0, 4))

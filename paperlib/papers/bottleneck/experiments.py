@@ -44,13 +44,6 @@ def train(layer_widths, X, Y, seeds, lam, steps, lr, device):
     return df.train_adam(init(layer_widths, seeds, device), X, Y, weight_decay=lam, steps=steps, lr=lr)
 
 
-def product(Ws):
-    out = Ws[0]
-    for W in Ws[1:]:
-        out = W @ out
-    return out
-
-
 # ------------------------------------------------------------------ §1 linear networks
 
 
@@ -66,7 +59,7 @@ def linear_costs(P) -> SimpleNamespace:
         R = rc.linear_cost(s_true, depth)
         e = rc.linear_expansion(s_true, depth)
         Ws = rc.min_norm_factorization(A, depth, gen)
-        out.fact_errors.append(max(float((product(Ws) - A).abs().max()) / 10, abs(sum(float((W ** 2).sum()) for W in Ws) - R) / R))
+        out.fact_errors.append(max(float((df.linear_product(Ws) - A).abs().max()) / 10, abs(sum(float((W ** 2).sum()) for W in Ws) - R) / R))
         out.expansion_ratio[depth] = (R - e["three_terms"]) * depth ** 2 / e["R3"]
         out.r2_limit[depth] = (R - depth * e["R0"] - e["R1"]) * depth / e["R2"]
         out.rows.append(f"| {depth} | {R:.4f} | {e['three_terms']:.4f} | {out.expansion_ratio[depth]:.3f} | "
@@ -79,7 +72,7 @@ def linear_costs(P) -> SimpleNamespace:
     out.interp_gap, out.interp_product = {}, []
     for depth in INTERPOLATION_DEPTHS:
         Ws = rc.interpolation_construction(A5, depth)
-        out.interp_product.append(float((product(Ws) - A5).abs().max()))
+        out.interp_product.append(float((df.linear_product(Ws) - A5).abs().max()))
         gap = sum(float((W ** 2).sum()) for W in Ws) - 3 * depth - 2 * np.log(s5).sum()
         out.interp_gap[depth] = (gap, rc.linear_cost(s5, depth) - 3 * depth - 2 * np.log(s5).sum())
     out.interp_scaled = [out.interp_gap[d][0] * d for d in (32, 64, 128, 256)]

@@ -113,12 +113,6 @@ class Mixture:
         return dict(W0=W0, V=V, eigvals=eigvals, eigvecs=eigvecs, r0=r0, stop=stop, run=run, linear=linear)
 
 
-def psd_sqrt(S):
-    """Symmetric square root of a PSD matrix (negative rounding eigenvalues set to 0)."""
-    values, vectors = torch.linalg.eigh(S)
-    return (vectors * values.clamp_min(0).sqrt()) @ vectors.T
-
-
 def kernel_concentration(P, mx: Mixture) -> SimpleNamespace:
     """E[J Jᵀ] = k var(V) (I_K ⊗ Σ̄(X)) by Monte Carlo over ``ntk_draws`` (C1), the concentration of J Jᵀ/k against
     the width (C2, mean over 5 draws per width, and Lemma 6.13's bound), the initial output with the theory's ν
@@ -160,7 +154,7 @@ def kernel_concentration(P, mx: Mixture) -> SimpleNamespace:
     # orthonormal rows, so Y Yᵀ = B and ‖Y − X‖ = ‖B^(1/2) − A^(1/2)‖: only nK x nK matrices
     gram_A = grams[0] / k
     alpha = math.sqrt(linalg.symmetric_norm(gram_A - expected))
-    out.sqrt_ratio = linalg.symmetric_norm(psd_sqrt(expected) - psd_sqrt(gram_A)) / (2 * alpha)
+    out.sqrt_ratio = linalg.symmetric_norm(linalg.psd_sqrt(expected) - linalg.psd_sqrt(gram_A)) / (2 * alpha)
     min_A, min_B = linalg.min_eigenvalue(gram_A), linalg.min_eigenvalue(expected)
     out.sqrt_assumption = (min_A > 0 and min_B >= -1e-12 * linalg.symmetric_norm(expected) and k * d >= K * mx.n,
                            f"A of full rank (smallest eigenvalue {min_A:.1e}), B PSD (smallest eigenvalue "

@@ -23,8 +23,9 @@ import torch
 
 from paperlib.core.seeding import derive_seed, generator
 from paperlib.data import digits
-from paperlib.data.synthetic import random_orthonormal
+from paperlib.data.synthetic import random_orthonormal, sphere_points
 from paperlib.maths import stats
+from paperlib.maths.linalg import psd_sqrt
 from paperlib.papers.manifold_lsh import manifolds as mf
 
 #: the paper's Table 1: (ρ train, ρ test, ρ transfer, γ recovery) per generator
@@ -38,11 +39,6 @@ LIMIT_WEIGHT_DECAYS = (1e-2, 1e-3, 3e-4, 1e-4)
 def input_dim(P) -> int:
     """d + 1: the inputs carry the bias coordinate."""
     return P.ambient_dim + 1
-
-
-def unit_rows(n: int, d: int, gen: torch.Generator) -> torch.Tensor:
-    X = torch.randn(n, d, generator=gen, dtype=torch.float64)
-    return X / X.norm(dim=1, keepdim=True)
 
 
 def gram_error(d_in: int, width: int, X: torch.Tensor, K: torch.Tensor, gen: torch.Generator) -> float:
@@ -70,7 +66,7 @@ def random_layer(P) -> SimpleNamespace:
 
     out.gram_err = {}
     for n_pts in P.gram_sizes:
-        Xg = unit_rows(n_pts, d_in, gen)
+        Xg = sphere_points(n_pts, d_in, gen)
         K = mf.relu_kernel_gram(Xg, Xg)
         for width in P.gram_widths:
             out.gram_err[n_pts, width] = float(np.mean([gram_error(d_in, width, Xg, K, gen) for _ in range(3)]))
@@ -83,12 +79,12 @@ def random_layer(P) -> SimpleNamespace:
     out.norms = [float(torch.linalg.matrix_norm(mf.random_layer(d_in, P.random_width, gen), ord=2)) for _ in range(20)]
     out.sqrt_ratio, out.sqrt_dims = [], []
     for n_pts in P.gram_sizes:
-        Xg = unit_rows(n_pts, d_in, gen)
+        Xg = sphere_points(n_pts, d_in, gen)
         K = mf.relu_kernel_gram(Xg, Xg)
         for width in (P.gram_widths[0], P.gram_widths[-1]):
             Z = mf.features(mf.random_layer(d_in, width, gen), Xg)
             e = float(torch.linalg.matrix_norm(Z @ Z.T - K))
-            out.sqrt_ratio.append(float(torch.linalg.matrix_norm(mf.psd_sqrt(Z @ Z.T) - mf.psd_sqrt(K))) / (2 * math.sqrt(e)))
+            out.sqrt_ratio.append(float(torch.linalg.matrix_norm(psd_sqrt(Z @ Z.T) - psd_sqrt(K))) / (2 * math.sqrt(e)))
             out.sqrt_dims.append(width >= n_pts)
     return out
 
@@ -119,7 +115,7 @@ def width_rule(P, out: SimpleNamespace, eps: float = 1.0, delta: float = 0.1) ->
     gen = generator(P.seed, "kernel", "width-rule")
     out.rule_err, out.rule_norms = {}, []
     for n_pts in P.gram_sizes:
-        Xg = unit_rows(n_pts, out.d_in, gen)
+        Xg = sphere_points(n_pts, out.d_in, gen)
         out.rule_norms.append(float((Xg.norm(dim=1) - 1).abs().max()))
         K = mf.relu_kernel_gram(Xg, Xg)
         errs = [gram_error(out.d_in, math.ceil(out.paper_width[n_pts]), Xg, K, gen) for _ in range(5)]
@@ -175,7 +171,7 @@ def convex_facts(P, m=5, n=20, width=40, rank=8, lam1=3e-3, lam2=1e-3, gd_weight
 
     # Lemma 45: ||B||^2 + V_reg(B) = ||B M||^2, and V_reg = n/(n-1) V_mn
     Sigma = mf.centred_covariance(Z, labels, m)
-    M_half = mf.psd_sqrt(torch.eye(width, dtype=torch.float64) + Sigma)
+    M_half = psd_sqrt(torch.eye(width, dtype=torch.float64) + Sigma)
     B_test = torch.randn(rank, width, generator=gen, dtype=torch.float64)
     vreg = (B_test @ Sigma * B_test).sum()
     vreg_direct = n / (n - 1) * mf.intra_variance(Z @ B_test.T, labels, m)
@@ -353,7 +349,7 @@ def identities(P, tracks: Tracks, base: dict) -> SimpleNamespace:
     out.beta2 = float((B ** 2).sum())
     out.rademacher_ratio = []  # of ||P x||^2 (b = 0) against 1/sqrt(n)
     for n_r in (50, 200, 800):
-        xs = unit_rows(n_r, 8, gen)
+        xs = sphere_points(n_r, 8, gen)
         vals = []
         for _ in range(200):
             xi = torch.randint(0, 2, (n_r,), generator=gen).double() * 2 - 1

@@ -127,12 +127,6 @@ def features(C: torch.Tensor, Xb: torch.Tensor) -> torch.Tensor:
     return torch.relu(Xb @ C.T)
 
 
-def psd_sqrt(S: torch.Tensor) -> torch.Tensor:
-    """S^{1/2} by eigh with negative eigenvalues clipped at 0."""
-    evals, evecs = torch.linalg.eigh((S + S.T) / 2)
-    return evecs * evals.clamp_min(0).sqrt() @ evecs.T
-
-
 # ------------------------------------------------------------------ losses and variances (C6-C9)
 
 

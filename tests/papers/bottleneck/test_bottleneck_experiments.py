@@ -4,7 +4,6 @@ the whole ledger with the reference)."""
 from types import SimpleNamespace
 
 import numpy as np
-import torch
 
 from paperlib.papers.bottleneck import experiments as ex
 
@@ -12,12 +11,6 @@ from paperlib.papers.bottleneck import experiments as ex
 def test_clear_rank_gap_only_counts_gaps_after_values_of_at_least_one_half():
     assert ex.clear_rank_gap(np.array([2.0, 1.0, 0.01, 0.001])) == 100.0
     assert ex.clear_rank_gap(np.array([0.4, 0.001])) == 0.0          # no s_j >= 0.5
-
-
-def test_product_multiplies_layers_in_order():
-    gen = torch.Generator().manual_seed(0)
-    Ws = [torch.randn(3, 3, generator=gen, dtype=torch.float64) for _ in range(3)]
-    assert torch.allclose(ex.product(Ws), Ws[2] @ Ws[1] @ Ws[0])
 
 
 def test_linear_subadditivity_laws_hold_and_depend_only_on_the_seed():
