@@ -186,6 +186,14 @@ def test_book_orders_chapters_longest_first_by_their_recorded_run_times(tmp_path
     assert longest_first(["a", "b", "c", "d"], tmp_path) == ["d", "b", "a", "c"]
 
 
+def test_a_fresh_clone_orders_the_book_by_typical_run_times(tmp_path):
+    from paperlib.core.book import TYPICAL_DEFAULT_SECONDS, longest_first
+    from paperlib.core.params import available_papers
+    assert set(TYPICAL_DEFAULT_SECONDS) == set(available_papers())
+    order = longest_first(available_papers(), tmp_path / "no runs yet")
+    assert [TYPICAL_DEFAULT_SECONDS[p] for p in order] == sorted(TYPICAL_DEFAULT_SECONDS.values(), reverse=True)
+
+
 def test_chapters_sharing_a_seed_folder_keep_their_own_log_and_stamp(tmp_path):
     def run(spec, folder):
         ledger = hand_made_ledger(spec.seed, 0.5, True)
