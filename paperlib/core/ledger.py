@@ -32,6 +32,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -371,20 +372,28 @@ def _cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def claim_anchor(claim_id: str) -> str:
+    """The HTML id of a claim's row in its chapter's Verdicts tables (the claims page links there)."""
+    return "claim-" + re.sub(r"[^A-Za-z0-9_.-]", "-", claim_id)
+
+
 def claims_table_markdown(claims: list[dict]) -> str:
-    """One compact Markdown table per kind (claim, statement, paper, predicted, measured,
-    accepted range, verdict), then the reason for every verdict, so that no table needs
-    more columns than a page is wide."""
+    """One compact Markdown table per kind (claim, statement with the paper's value, predicted,
+    measured, accepted range, verdict), then the reason for every verdict, so that no table needs
+    more columns than a page is wide. Each claim's cell carries its stable anchor
+    (:func:`claim_anchor`)."""
     blocks = []
     for kind in KINDS:
         chosen = [c for c in claims if c["kind"] == kind]
         if not chosen:
             continue
-        header = ["claim", "statement", "paper", "predicted", "measured", "accepted range", "verdict"]
+        header = ["claim", "statement", "predicted", "measured", "accepted", "verdict"]
         lines = [f"**{KIND_TITLES[kind]}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for c in chosen:
-            cells = [f"`{c['id']}` ({c['source']})", c["statement"], _fmt(c.get("paper_value")),
-                     _fmt(c["predicted"]), _fmt(c["measured"]), c["tolerance"] or "-", verdict_word(c)]
+            paper_value = c.get("paper_value")
+            statement = c["statement"] + (f" (paper: {_fmt(paper_value)})" if paper_value is not None else "")
+            cells = [f'<span id="{claim_anchor(c["id"])}"></span>`{c["id"]}` ({c["source"]})', statement,
+                     _fmt(c["predicted"]), _fmt(c["measured"]), accepted_range(c), verdict_word(c)]
             lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
         blocks.append("\n".join(lines))
     reasons = [f"- `{c['id']}` ({verdict_word(c)}): {c['why'] or '-'}" for c in claims]

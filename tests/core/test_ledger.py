@@ -251,3 +251,12 @@ def test_accepted_range_is_the_interval_the_check_accepts():
                                  "predicted": "order one"}
     assert L.accepted_range(claim) == claim["tolerance"]
     assert L.accepted_range(ledger.observe("g", "s", "s", measured=1.0)) == "-"
+
+
+def test_verdicts_tables_give_each_claim_a_stable_anchor():
+    from paperlib.core.ledger import claim_anchor, claims_table_markdown
+    assert claim_anchor("thm2.5-label alignment/x") == "claim-thm2.5-label-alignment-x"
+    claim = {"id": "A7-fc-miss-G", "source": "Thm 1", "statement": "s", "kind": "prediction", "predicted": 1.0,
+             "measured": 1.0, "paper_value": 0.5, "tolerance": "", "check": None, "verdict": "reproduced", "why": "w"}
+    table = claims_table_markdown([claim])
+    assert '| <span id="claim-A7-fc-miss-G"></span>`A7-fc-miss-G` (Thm 1) | s (paper: 0.5) | 1 | 1 | - | reproduced |' in table

@@ -1,0 +1,225 @@
+"""The built book as a reader meets it, in headless Chromium: pages load cleanly, formulas are
+typeset, images and links resolve, nothing overflows the content column, search works offline
+and each chapter's download button gives its executed notebook. A screenshot of every page goes
+to ``_build/screenshots/`` for a maintainer to look at.
+
+Each test visits every page and reports all its failures at once, not just the first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import unquote, urldefrag, urlparse
+
+import pytest
+
+WIDTHS = (1280, 800)
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "references"
+
+# Text that MathJax should have replaced: $...$ or $$...$$ left in prose, \( \) or \[ \] left in
+# Sphinx's math spans, and MathJax's own error nodes. Code, where a $ is Python, is skipped.
+MATH_LEFT_RAW = r"""() => {
+  const out = [];
+  const skip = 'pre, code, script, style, mjx-container, .cell_input, .highlight, textarea';
+  const walker = document.createTreeWalker(document.querySelector('article') || document.body, NodeFilter.SHOW_TEXT);
+  let node;
+  while ((node = walker.nextNode())) {
+    if (node.parentElement.closest(skip)) continue;
+    const m = node.textContent.match(/\$[^$\s][^$]{0,80}\$|\\\(|\\\[/);
+    if (m) out.push(m[0].slice(0, 60));
+  }
+  for (const el of document.querySelectorAll('mjx-merror, .MathJax_Error')) out.push('MathJax error: ' + el.textContent.slice(0, 60));
+  for (const el of document.querySelectorAll('span.math, div.math')) {
+    if (!el.querySelector('mjx-container')) out.push('untypeset: ' + el.textContent.slice(0, 60));
+  }
+  return out;
+}"""
+
+# Tables, images, figures and display maths wider than the article column (scrolling inside a
+# wrapper is still overflow: the reader has to scroll sideways to read a row).
+OVERFLOW = r"""() => {
+  const column = document.querySelector('article.bd-article') || document.querySelector('main');
+  const edge = column.getBoundingClientRect().right + 1;
+  const out = [];
+  for (const el of column.querySelectorAll('table, img, figure, mjx-container[display="true"]')) {
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && r.right > edge) {
+      const near = el.closest('section[id]');
+      const first = el.tagName === 'TABLE' ? (el.querySelector('tbody tr, tr')?.innerText || '').slice(0, 50) : (el.getAttribute('alt') || el.getAttribute('src') || '').slice(0, 50);
+      out.push(`${el.tagName} ${Math.round(r.right - edge + 1)} px past the column in #${near ? near.id : '?'}: ${first.replace(/\s+/g, ' ')}`);
+    }
+  }
+  return out;
+}"""
+
+MATHJAX_DONE = "() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true"
+
+
+def visit(browser, url, width=1280):
+    """A fresh page at ``width`` with the console errors and failed requests it produced."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    problems = []
+    page.on("console", lambda msg: problems.append(f"console {msg.type}: {msg.text}") if msg.type == "error" else None)
+    page.on("pageerror", lambda err: problems.append(f"script error: {err}"))
+    page.on("requestfailed", lambda req: problems.append(f"request failed: {req.url}"))
+    page.on("response", lambda res: problems.append(f"HTTP {res.status}: {res.url}") if res.status >= 400 else None)
+    page.goto(url, wait_until="load")
+    page.wait_for_load_state("networkidle")      # index.html redirects to the first page
+    page.evaluate(MATHJAX_DONE)
+    return page, problems
+
+
+def report(failures: dict) -> str:
+    return "\n".join(f"{where}:\n  " + "\n  ".join(what) for where, what in failures.items())
+
+
+def test_every_page_loads_without_errors_and_typesets_its_maths(browser, book_url, pages, screenshot_dir):
+    failures = {}
+    for rel in pages:
+        page, problems = visit(browser, book_url + rel)
+        problems += page.evaluate(MATH_LEFT_RAW)
+        page.screenshot(path=str(screenshot_dir / (rel.replace("/", "__").removesuffix(".html") + ".png")), full_page=True)
+        page.close()
+        if problems:
+            failures[rel] = problems
+    assert not failures, "\n" + report(failures)
+
+
+def test_every_image_loads(browser, book_url, pages):
+    failures = {}
+    for rel in pages:
+        page, _ = visit(browser, book_url + rel)
+        broken = []
+        for src in page.eval_on_selector_all("article img", "els => els.map(e => e.src)"):
+            if src.startswith("data:"):
+                continue
+            response = page.request.get(src)
+            if not response.ok or not response.headers.get("content-type", "").startswith("image/"):
+                broken.append(f"{src} ({response.status}, {response.headers.get('content-type')})")
+        page.close()
+        if broken:
+            failures[rel] = broken
+    assert not failures, "\n" + report(failures)
+
+
+def element_ids(path: Path) -> set[str]:
+    return set(re.findall(r"""\bid=["']([^"']+)["']""", path.read_text(encoding="utf-8")))
+
+
+def test_every_internal_link_and_anchor_resolves(browser, book_url, book_root, pages):
+    failures, ids = {}, {}
+    for rel in pages:
+        page, _ = visit(browser, book_url + rel)
+        hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+        page.close()
+        dead = []
+        for href in sorted(set(hrefs)):
+            if not href.startswith(book_url):
+                continue                                      # external: the book is read offline
+            target, fragment = urldefrag(href)
+            path = book_root / unquote(urlparse(target).path).lstrip("/")
+            if path.is_dir():
+                path = path / "index.html"
+            if not path.exists():
+                dead.append(f"{href}: no such file")
+            elif fragment and path.suffix == ".html":
+                if path not in ids:
+                    ids[path] = element_ids(path)
+                if unquote(fragment) not in ids[path]:
+                    dead.append(f"{href}: no element with id {fragment!r}")
+        if dead:
+            failures[rel] = dead
+    assert not failures, "\n" + report(failures)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_table_figure_or_formula_overflows_the_content_column(browser, book_url, pages, width):
+    failures = {}
+    for rel in pages:
+        page, _ = visit(browser, book_url + rel, width)
+        found = page.evaluate(OVERFLOW)
+        page.close()
+        if found:
+            failures[rel] = found
+    assert not failures, f"\nat {width} px:\n" + report(failures)
+
+
+def chapter_pages(pages):
+    return [rel for rel in pages if rel.startswith("book/chapters/")]
+
+
+def test_the_search_page_finds_a_claim_id_offline(browser, book_url, pages):
+    """For each chapter, its first claim's id (as in its committed smoke reference; ids do not
+    depend on the preset) typed into the book's search finds the chapter."""
+    failures = {}
+    for rel in chapter_pages(pages):
+        paper = Path(rel).stem
+        claim_id = json.loads((REFERENCE_DIR / f"{paper}.json").read_text())["claims"][0]["id"]
+        page, problems = visit(browser, f"{book_url}search.html?q={claim_id}")
+        page.wait_for_function("() => document.querySelector('#search-results p.search-summary, .search-summary')",
+                               timeout=20_000)
+        found = page.eval_on_selector_all("#search-results a, ul.search a", "els => els.map(e => e.href)")
+        page.close()
+        if not any(f"chapters/{paper}.html" in href for href in found):
+            failures[f"search for {claim_id!r}"] = [f"results {found[:5]} do not include {rel}"] + problems
+    assert not failures, "\n" + report(failures)
+
+
+def test_each_chapter_download_button_returns_its_executed_notebook(browser, book_url, pages):
+    failures = {}
+    chapters = chapter_pages(pages)
+    assert chapters, "the book has no chapter pages"
+    for rel in chapters:
+        page, _ = visit(browser, book_url + rel)
+        links = page.eval_on_selector_all("a[href$='.ipynb']", "els => els.map(e => e.href)")
+        if not links:
+            failures[rel] = ["no .ipynb download link"]
+            page.close()
+            continue
+        response = page.request.get(links[0])
+        body = response.body() if response.ok else None
+        page.close()
+        if body is None:
+            failures[rel] = [f"{links[0]}: HTTP {response.status}"]
+            continue
+        notebook = json.loads(body)
+        code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+        executed = [c for c in code if c.get("execution_count") and c.get("outputs")]
+        if Path(urlparse(links[0]).path).stem != Path(rel).stem or not executed:
+            failures[rel] = [f"{links[0]}: {len(executed)} of {len(code)} code cells executed with outputs"]
+    assert not failures, "\n" + report(failures)
+
+
+def test_every_chapter_figure_has_a_caption(browser, book_url, pages):
+    """Each figure a chapter draws is a <figure> with a caption saying what to see and what theory predicts."""
+    failures = {}
+    for rel in chapter_pages(pages):
+        page, _ = visit(browser, book_url + rel)
+        bare = page.eval_on_selector_all(
+            ".cell_output img", "els => els.filter(e => !e.closest('figure')?.querySelector('figcaption')).length")
+        total = page.eval_on_selector_all(".cell_output img", "els => els.length")
+        page.close()
+        if bare:
+            failures[rel] = [f"{bare} of {total} figures without a caption"]
+    assert not failures, "\n" + report(failures)
+
+
+def test_the_claims_page_filters_and_links_every_claim_to_its_row(browser, book_url):
+    page, problems = visit(browser, book_url + "book/claims.html")
+    rows = page.locator("table.claims-filter tbody tr")
+    total = rows.count()
+    assert total > 0 and not problems, problems
+    chapters = page.eval_on_selector_all("table.claims-filter tbody tr", "rs => [...new Set(rs.map(r => r.dataset.chapter))]")
+    page.select_option("select[data-filter=chapter]", chapters[0])
+    page.select_option("select[data-filter=kind]", "prediction")
+    visible = page.eval_on_selector_all("table.claims-filter tbody tr",
+                                        "rs => rs.filter(r => !r.hidden).map(r => [r.dataset.chapter, r.dataset.kind])")
+    assert visible and all(v == [chapters[0], "prediction"] for v in visible)
+    assert f"{len(visible)} of {total} claims" in page.inner_text(".claims-filter-count")
+    # every row links to an anchor on its chapter page (the link test checks that the anchors exist)
+    links = page.eval_on_selector_all("table.claims-filter tbody tr td:first-child a", "as => as.map(a => a.getAttribute('href'))")
+    assert len(links) == total and all(re.fullmatch(r"chapters/[a-z-]+\.html#claim-[A-Za-z0-9_.-]+", h) for h in links)
+    assert page.locator(".verdict-bar").count() >= len(chapters)
+    page.close()
