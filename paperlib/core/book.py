@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import shutil
 from pathlib import Path
 
 from paperlib.core import params as P
-from paperlib.core.ledger import headline, verdict_word
+from paperlib.core.ledger import (BOUND, CONSISTENCY, PREDICTION, claim_anchor, headline,
+                                  verdict_word)
 from paperlib.core.runner import load_ledgers, notebook_path, run_cached
 
 BOOK_DIR = P.REPO_ROOT / "book"
@@ -121,10 +123,56 @@ def seed_headline(points: list[dict]) -> str:
     return f"{every} of {len(verdicts)} predictions reproduced in every seed" + (f" ({detail})" if detail else "")
 
 
+KIND_PLURALS = {PREDICTION: "predictions", BOUND: "bounds", CONSISTENCY: "consistency checks"}
+VERDICT_CLASSES = {"reproduced": "ok", "not reproduced": "fail", "assumption not met": "unmet",
+                   "inconclusive": "undecided", "no verdict": "none"}
+
+
+def verdict_bars_html(claims: list[dict]) -> str:
+    """One stacked bar per kind of claim (predictions, bounds, consistency checks): how many of
+    each verdict, drawn to scale, with the counts written out for screen readers and print."""
+    rows = []
+    for kind in (PREDICTION, BOUND, CONSISTENCY):
+        chosen = [c for c in claims if c["kind"] == kind]
+        if not chosen:
+            continue
+        counts = {v: sum(c["verdict"] == v for c in chosen) for v in VERDICT_CLASSES}
+        segments = "".join(
+            f'<span class="verdict-bar-{VERDICT_CLASSES[v]}" style="width:{100 * n / len(chosen):.2f}%" '
+            f'title="{n} {html.escape(verdict_word({"kind": kind, "verdict": v}).strip("*"))}"></span>'
+            for v, n in counts.items() if n)
+        words = ", ".join(f"{n} {verdict_word({'kind': kind, 'verdict': v}).strip('*')}" for v, n in counts.items() if n)
+        rows.append(f'<div class="verdict-bar-row"><span class="verdict-bar-label">{KIND_PLURALS[kind]}</span>'
+                    f'<span class="verdict-bar">{segments}</span><span class="verdict-bar-words">{words}</span></div>')
+    return '<div class="verdict-bars">' + "".join(rows) + "</div>"
+
+
+def claims_filter_table_html(ledgers: list[dict], aggregates: dict) -> str:
+    """Every claim of every chapter in one table that the page's script filters by chapter, kind
+    and verdict; each claim id links to its row in its chapter's Verdicts tables."""
+    seeds = bool(aggregates)
+    head = ["claim", "chapter", "kind", "statement", "verdict (seed 0)"] + (["over seeds"] if seeds else [])
+    rows = []
+    for ledger in ledgers:
+        point = aggregates.get(ledger["paper"]) or {"claims": {}}
+        for c in ledger["claims"]:
+            link = f'chapters/{ledger["paper"]}.html#{claim_anchor(c["id"])}'
+            cells = [f'<a href="{link}"><code>{html.escape(c["id"])}</code></a><br><small>{html.escape(c["source"])}</small>',
+                     html.escape(ledger["paper"]), c["kind"], html.escape(c["statement"]),
+                     html.escape(verdict_word(c).strip("*"))]
+            if seeds:
+                cells.append(html.escape(point["claims"].get(c["id"], {}).get("aggregate", "-")))
+            rows.append(f'<tr data-chapter="{html.escape(ledger["paper"])}" data-kind="{c["kind"]}" '
+                        f'data-verdict="{html.escape(c["verdict"])}">' + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
+    return ('<table class="claims-filter">\n<thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>")
+
+
 def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None) -> str:
     """The claims status page's body: the headline over all chapters (only predictions count
-    as reproductions), then one table per chapter; with ``aggregates`` (paper -> sweep
-    point) also each claim's verdict over seeds, and the headline over seeds."""
+    as reproductions); per chapter its headline and bars of verdicts by kind; then every claim
+    in one filterable table (statement, chapter, kind, verdict, and with ``aggregates``, paper ->
+    sweep point, the verdict over seeds), each id linking to its row on the chapter page."""
     if not ledgers:
         return "No chapter has been executed yet."
     aggregates = aggregates or {}
@@ -136,18 +184,16 @@ def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None) 
                  f"run time {ledger['runtime_s']:.0f} s: {headline(ledger['claims'])}."]
         if point:
             lines.append(f"Over seeds {', '.join(map(str, point['seeds']))}: {seed_headline([point])}.")
-            lines += ["", "| claim | kind | source | verdict (seed 0) | over seeds |", "|---|---|---|---|---|"]
-            lines += [f"| `{c['id']}` | {c['kind']} | {c['source']} | {verdict_word(c)} | "
-                      f"{point['claims'].get(c['id'], {}).get('aggregate', '-')} |" for c in ledger["claims"]]
-        else:
-            lines += ["", "| claim | kind | source | verdict |", "|---|---|---|---|"]
-            lines += [f"| `{c['id']}` | {c['kind']} | {c['source']} | {verdict_word(c)} |" for c in ledger["claims"]]
+        lines += ["", verdict_bars_html(ledger["claims"])]
         sections.append("\n".join(lines))
     every = [c for ledger in ledgers for c in ledger["claims"]]
     head = f"Over {len(ledgers)} chapter(s), seed 0: {headline(every)}."
     if aggregates:
         head += f" Over seeds: {seed_headline(list(aggregates.values()))}."
-    return head + "\n\n" + "\n\n".join(sections)
+    table = ("## Every claim\n\nChoose a chapter, a kind or a verdict to narrow the table; a claim's id "
+             "opens its row in the chapter's Verdicts, with the prediction, the measurement and the reason.\n\n"
+             + claims_filter_table_html(ledgers, aggregates))
+    return head + "\n\n" + "\n\n".join(sections) + "\n\n" + table
 
 
 def write_claims_table(ledgers: list[dict], aggregates: dict | None = None) -> Path:
