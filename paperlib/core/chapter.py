@@ -10,6 +10,7 @@ table, :meth:`Chapter.regression_check` prints what CI compares with the smoke r
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,8 +83,48 @@ def open_chapter(paper: str, namespace: dict) -> Chapter:
     ledger = Ledger(paper, P, device=devices.describe(device))
     plotting.use_style()
     show_claims_under_each_cell(ledger)
-    print(f"preset {P.preset!r}, seed {P.seed}, device {device}; overrides: {P.overrides or 'none'}")
+    _show(reproduce_markdown(paper, P.preset, P.seed, P.overrides, devices.describe(device)),
+          f"preset {P.preset!r}, seed {P.seed}, device {device}; overrides: {P.overrides or 'none'}")
     return Chapter(P, device, ledger)
+
+
+def reproduce_commands(paper: str, preset: str, seed: int, overrides: dict) -> list[str]:
+    """The shell commands that reproduce this run: ``paperlib run`` (papermill underneath, with the
+    same validation), plain papermill, and the sweep over seeds that the published book runs."""
+    import shlex
+
+    def quoted(value):
+        return shlex.quote(json.dumps(value) if not isinstance(value, str) else value)
+
+    extra = "".join(f" -p {name} {quoted(value)}" for name, value in overrides.items() if name not in ("preset", "seed"))
+    return [f"python -m paperlib run {paper} --preset {preset} -p seed {seed}{extra}",
+            f"jupytext --to ipynb -o - notebooks/{paper}.md | papermill - {paper}.out.ipynb -p preset {preset} "
+            f"-p seed {seed}{extra}",
+            f"python -m paperlib sweep {paper} --preset {preset} --seeds 0-2{extra}"]
+
+
+def reproduce_markdown(paper: str, preset: str, seed: int, overrides: dict, device: str = "the CPU") -> str:
+    run, papermill, sweep = reproduce_commands(paper, preset, seed, overrides)
+    return (":::{admonition} Reproduce this page\n:class: tip reproduce-box\n\n"
+            f"This page ran at preset `{preset}`, seed {seed}, on {device}"
+            + (", overriding " + ", ".join(f"`{k}`" for k in overrides if k not in ("preset", "seed")) if
+               set(overrides) - {"preset", "seed"} else "")
+            + ". From the repository's root, after `make install`:\n\n"
+            f"```bash\n{run}\n```\n\nor with papermill itself:\n\n```bash\n{papermill}\n```\n\n"
+            f"and over seeds, as the published book does:\n\n```bash\n{sweep}\n```\n:::")
+
+
+def _show(markdown: str, text: str) -> None:
+    """Markdown in IPython, plain text elsewhere."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(Markdown(markdown))
+    else:
+        print(text)
 
 
 _CELL_HOOKS: list = []  # the (event, callback) pairs registered by the last open_chapter of this kernel
