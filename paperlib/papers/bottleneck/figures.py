@@ -34,7 +34,9 @@ def summary(P, sweep, found, profiles, sym):
                 "k--", lw=1, label=f"slope k* = {k_star} (prediction)")
         lower = max(r["bounds"].max_two_log_pdet[k_star] for r in rank_k)
         ax.plot(grid, k_star * grid + lower, ":", color="0.4", label="k*L + max 2 log|Jf|₊ (Thm 3 lower bound)")
-    ax.set_xlabel("depth L"); ax.set_ylabel("Σ‖W_l‖²"); ax.set_title("(a) Figure 1(a): norm against depth"); ax.legend(fontsize=7)
+    ax.scatter([], [], s=60, facecolor="none", edgecolor="0.3", label="large marker: did not fit (MSE ≥ 5% Var y)")
+    ax.set_xlabel("depth L"); ax.set_ylabel("Σ‖W_l‖² (parameter norm)"); ax.set_title("(a) Figure 1(a): norm against depth")
+    ax.legend(fontsize=7)
 
     ax = axes[0, 1]
     show = profiles or {r["depth"]: dict(svs=df.singular_values(r["net"])) for r in runs if r["seed"] == 0}
@@ -56,13 +58,18 @@ def summary(P, sweep, found, profiles, sym):
     ax2 = ax.twinx()
     ax2.plot(ds, [np.median([r["ntk_per_L"] for r in rank_k if r["depth"] == d]) for d in ds], "^:", color=plotting.PALETTE[2],
              label="Tr Θ(x,x) / L (right)")
-    ax.set_xlabel("depth L"); ax.set_title("(c) Theorems 6 and 7 against depth (rank-k* runs)")
+    ax.set_xlabel("depth L"); ax.set_ylabel("Σ_l δ_l(k*) and c1 − max 2 log|Jf|₊ (median)")
+    ax2.set_ylabel("Tr Θ(x,x) / L (median)")
+    ax.set_title("(c) Theorems 6 and 7 against depth (rank-k* runs)")
     lines = ax.get_legend_handles_labels(); lines2 = ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7)
 
     ax = axes[1, 0]
     for layer, s in enumerate(sym.svs):
         ax.plot(np.full(min(len(s), 6), layer + 1), s[:6].numpy(), "o", color="k" if layer in sym.middle else "0.6", ms=3)
+    ax.plot([], [], "o", color="k", ms=3, label="middle layers (the bottleneck)")
+    ax.plot([], [], "o", color="0.6", ms=3, label="outer layers")
+    ax.legend(fontsize=7, loc="lower left")
     ax.set_yscale("log"); ax.set_xlabel("layer l"); ax.set_ylabel("singular values (top 6)")
     ax.set_title(f"(d) Figure 2(a): weight spectra, L = {P.sym_depth}")
 
@@ -73,8 +80,9 @@ def summary(P, sweep, found, profiles, sym):
         path_rep = df.masks(sym.net, sym.task.paths[P.sym_num_train + i])[1][sym.mid_layer]
         proj = (path_rep - mean) @ basis.T
         ax.plot(proj[:, 0].numpy(), proj[:, 1].numpy(), "-", lw=0.8)
-        ax.plot(proj[0, 0].numpy(), proj[0, 1].numpy(), "k.", ms=3)
-    ax.set_xlabel("PC 1"); ax.set_ylabel("PC 2"); ax.set_title(f"(e) Figure 2(b): GD paths in layer {sym.mid_layer}")
+        ax.plot(proj[0, 0].numpy(), proj[0, 1].numpy(), "k.", ms=3, label="start of a path" if i == 0 else None)
+    ax.legend(fontsize=7)
+    ax.set_xlabel("PC 1 of the layer's representations"); ax.set_ylabel("PC 2"); ax.set_title(f"(e) Figure 2(b): GD paths in layer {sym.mid_layer}")
 
     ax = axes[1, 2]
     w = sym.task.w
@@ -85,8 +93,10 @@ def summary(P, sweep, found, profiles, sym):
     x0 = 0.8 * e1 + 0.3 * w
     dist = (df.masks(sym.net, plane)[1][2] - df.masks(sym.net, x0[None])[1][2]).norm(dim=1).reshape(41, 41)
     im = ax.imshow(dist.T.numpy(), origin="lower", extent=[-1.3, 1.3, -1.3, 1.3], cmap="magma")
-    ax.plot([0.8], [0.0], "ws", ms=5)
-    fig.colorbar(im, ax=ax, fraction=0.046)
+    ax.plot([0.8], [0.0], "ws", ms=5, label="x₀")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_xlabel("coordinate along e₁ (⊥ w)"); ax.set_ylabel("coordinate along e₂ (⊥ w)")
+    fig.colorbar(im, ax=ax, fraction=0.046).set_label("‖α₂(x₀) − α₂(x)‖ (distance in layer 2)")
     ax.set_title("(f) Figure 2(c): ‖α₂(x₀) − α₂(x)‖ on a plane ⊥ w")
     fig.tight_layout()
     return fig

@@ -23,7 +23,8 @@ def linear_prelude(P, lin):
     axes[0].set_xlabel("GD iteration"); axes[0].set_ylabel("population loss"); axes[0].set_title("(a) test loss dips, then rises")
     axes[1].plot(iters, lin.info_part, label="E L_I (information)")
     axes[1].plot(iters, lin.nuis_part, label="E L_N (nuisance)")
-    axes[1].set_xlabel("GD iteration"); axes[1].set_title("(b) fast on I, slow on N")
+    axes[1].set_xlabel("GD iteration"); axes[1].set_ylabel("population loss, by subspace")
+    axes[1].set_title("(b) fast on I, slow on N")
     for ax in axes:
         ax.legend()
     return fig
@@ -39,13 +40,15 @@ def tracking(P, mx, tr):
     axes[0].semilogy(taus, (fr.nuisance * fr.norm / r0n) ** 2, label="‖Π_N r_τ‖²/‖r0‖² (GD)")
     axes[0].semilogy(taus, (tr.linear_norms / r0n) ** 2, "k--", label="‖r̃_τ‖²/‖r0‖² (linearized, closed form)")
     axes[0].semilogy(taus, (main["stop"].residual_bound(taus) / r0n) ** 2, "k:", label="Lemma 6.2 bound")
-    axes[0].set_xlabel("GD iteration τ (up to T = Γ/(ηα²))"); axes[0].legend()
+    axes[0].set_xlabel("GD iteration τ (up to T = Γ/(ηα²))"); axes[0].set_ylabel("residual energy relative to ‖r0‖²")
+    axes[0].legend()
     axes[0].set_title(f"Residual on I (rank {mx.rank_info}) and N, k = {P.width}")
     widths = np.array(P.widths)
     axes[1].loglog(widths, tr.errors, "o-", label="measured max_τ ‖r_τ − r̃_τ‖/‖r0‖")
     axes[1].loglog(widths, tr.errors[0] * (widths / widths[0]) ** -0.5, "k--", label="∝ k^(-1/2) (shape)")
     axes[1].loglog(widths, tr.errors[0] * (widths / widths[0]) ** -1.0, "k:", label="∝ k^(-1) (shape)")
-    axes[1].set_xlabel("width k"); axes[1].set_title("Nonlinear GD tracks the linearization better as k grows")
+    axes[1].set_xlabel("width k"); axes[1].set_ylabel("max_τ ‖r_τ − r̃_τ‖ / ‖r0‖")
+    axes[1].set_title("Nonlinear GD tracks the linearization better as k grows")
     axes[1].legend()
     return fig
 
@@ -106,18 +109,20 @@ def deep_summary(P, net, tables, q):
         ft = net.fractions(half["dip_test"], hh.test_residuals)
         ax.semilogy(hh.epochs, (ft.information * ft.norm / ft.norm[0]) ** 2, "--", label="‖Π_I r‖²/‖r0‖² (test, 50 %, dip J)")
         ax.semilogy(hh.epochs, (ft.nuisance * ft.norm / ft.norm[0]) ** 2, "--", label="‖Π_N r‖²/‖r0‖² (test, 50 %, dip J)")
-    ax.set_xlabel("epoch"); ax.set_title("Residual energy on I and N (Figs. 5, 6)"); ax.legend(fontsize=7)
+    ax.set_xlabel("epoch"); ax.set_ylabel("residual energy relative to ‖r0‖²")
+    ax.set_title("Residual energy on I and N (Figs. 5, 6)"); ax.legend(fontsize=7)
     ax = axes[2]
     test_err = np.array([deep[lvl]["hist"].test_error_clean[-1] for lvl in levels])
     ax.plot(levels, [tables.alignment[lvl, "train init"][0].nuisance for lvl in levels], "o-", label="N(y), J at initialization")
     ax.plot(levels, q["n_final"], "s-", label="N(y), J after training")
     ax.plot(levels, test_err, "^-", label="final test error (clean labels)")
-    ax.set_xlabel("corruption fraction"); ax.set_title("Nuisance fraction and test error (Figs. 7, 15)")
+    ax.set_xlabel("corruption fraction"); ax.set_ylabel("fraction (N(y): energy of y on N)")
+    ax.set_title("Nuisance fraction and test error (Figs. 7, 15)")
     ax.legend(fontsize=7)
     ax = axes[3]
     for lvl in levels:
         ax.plot(deep[lvl]["hist"].epochs, deep[lvl]["hist"].test_error_clean, label=f"{lvl:.0%} corrupted")
     ax.set_xlabel("epoch"); ax.set_ylabel("test error (clean labels)"); ax.set_title("Early-stopping dip (Fig. 6)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return fig

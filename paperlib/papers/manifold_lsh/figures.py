@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 import numpy as np
 import torch
 
@@ -46,7 +47,9 @@ def summary(P, layer, base, theta_rows):
     for i in range(classes):
         for j in range(classes):
             heat[i, j] = float(torch.cdist(R_show[lab_show == i], R_show[lab_show == j]).mean())
-    im = ax.imshow(heat, cmap="viridis"); fig.colorbar(im, ax=ax, fraction=0.046)
+    im = ax.imshow(heat, cmap="viridis")
+    fig.colorbar(im, ax=ax, fraction=0.046).set_label("mean ‖r(x) − r(x')‖, classes i and j")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True)); ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title("(b) Figure 3: mean distance between classes (mix, test)"); ax.set_xlabel("class j"); ax.set_ylabel("class i")
 
     ax = axes[1, 0]

@@ -9,6 +9,25 @@ import numpy as np
 from paperlib.core import plotting
 
 RESNET = "3resnet(all)"
+ARCH_SHADES = {"3resnet": "0.1", "3layer": "0.45", "2layer": "0.7"}
+
+
+def network_kernel_style(method: str) -> dict:
+    """Marker by kind of kernel (eNTK of all layers x, of the hidden layers tri-down, last layer +),
+    shade by network (darker: deeper), so that every kernel of a network has its own legend entry."""
+    kind, net = method.split(" ", 1)
+    arch = net.split("(")[0]
+    marker = "+" if kind == "last" else ("1" if net.endswith("(hidden)") else "x")
+    label = f"last-layer kernel {arch}" if kind == "last" else f"eNTK {net}"
+    return dict(marker=marker, color=ARCH_SHADES.get(arch, "0.5"), label=label, ms=6, mew=1.2)
+
+
+def plot_network_kernels(ax, methods, xs, errors, line=False):
+    handles = []
+    for method in methods:
+        style = network_kernel_style(method)
+        handles += ax.plot(xs, errors(method), ls=":" if line else "none", lw=0.8, **style)
+    return handles
 
 
 def summary(P, study, widths, sens, fig4):
@@ -31,26 +50,29 @@ def summary(P, study, widths, sens, fig4):
         lo = medians - [np.min(e) for e in errs]; hi = [np.max(e) for e in errs] - medians
         ax.errorbar(ns, medians, yerr=[lo, hi], marker=next(markers), color="k" if "3resnet" in label else "0.45",
                     ls="-" if label == RESNET else "--", ms=6, label=label, capsize=3)
-    for method in dict.fromkeys(m for (m, _), r in kernel_results.items() if r["kind"] == "network"):
-        ax.plot(study.kernel_sizes, [kernel_results[method, n]["error"] for n in study.kernel_sizes], "x", color="0.6", ms=5)
-    ax.plot([], [], "x", color="0.6", label="eNTK / last layer of each net")
     ax.axhline(T, color="0.3", ls=":", label="k α² (F only)")
+    first = ax.legend(fontsize=6.5, ncol=2, loc="lower left", title="curves: D3's prediction; dots: measured",
+                      title_fontsize=6.5)
+    methods = list(dict.fromkeys(m for (m, _), r in kernel_results.items() if r["kind"] == "network"))
+    handles = plot_network_kernels(ax, methods, study.kernel_sizes,
+                                   lambda m: [kernel_results[m, n]["error"] for n in study.kernel_sizes])
+    ax.legend(handles=handles, fontsize=6.5, loc="upper right", title="kernels of the initial networks", title_fontsize=6.5)
+    ax.add_artist(first)
     ax.set_xscale("log"); ax.set_yscale("log"); ax.set_ylim(1e-4, 30)
-    ax.set_xlabel("N (training samples)"); ax.set_ylabel("test error (sum over 15 outputs)")
-    ax.set_title("(a) Kernels (curves: predicted, dots: measured) against networks")
-    ax.legend(fontsize=6.5, ncol=2, loc="lower left")
+    ax.set_xlabel("N (training samples)"); ax.set_ylabel("test error (sum of squares over 15 outputs)")
+    ax.set_title("(a) Kernels against networks (median and range over seeds)")
 
     ax = axes[0, 1]
     for label in dict.fromkeys(l for l, n, m in net_results if n == n_focus):
         ms_ = sorted(m for l, n, m in net_results if l == label and n == n_focus)
         ax.plot(ms_, [study.median(label, n_focus, m) for m in ms_], "o-" if "3resnet" in label else "s--", label=label)
-    for method in dict.fromkeys(m for m, _ in widths.width_kernels):
-        ax.plot(P.widths, [widths.width_kernels[method, m]["error"] for m in P.widths], "x:", color="0.6", lw=0.8)
-    ax.plot([], [], "x:", color="0.6", label="eNTK / last layer of each net")
+    plot_network_kernels(ax, list(dict.fromkeys(m for m, _ in widths.width_kernels)), P.widths,
+                         lambda method: [widths.width_kernels[method, m]["error"] for m in P.widths], line=True)
     ax.axhline(T, color="0.3", ls=":", label="k α²")
     ax.set_xscale("log"); ax.set_yscale("log")
-    ax.set_xlabel("m (width)"); ax.set_ylabel("test error"); ax.set_title(f"(b) Figure 2's layout at N = {n_focus}")
-    ax.legend(fontsize=7)
+    ax.set_xlabel("m (width of each hidden layer)"); ax.set_ylabel("test error (sum of squares over 15 outputs)")
+    ax.set_title(f"(b) Figure 2's layout at N = {n_focus}: networks (median) and their initial kernels")
+    ax.legend(fontsize=6.5, ncol=2, loc="center right")
 
     ax = axes[1, 0]
     if sens.beta:
@@ -70,7 +92,7 @@ def summary(P, study, widths, sens, fig4):
     ax.plot([max(r["train"], floor) for r in fig4.rows], [r["norm"] for r in fig4.rows], "^", color=plotting.PALETTE[2],
             mfc="none", label="SGD, train error")
     ax.axhline(9.7, color="0.5", ls=":", label="paper's hand-built 9.7 √d")
-    ax.set_xscale("log"); ax.set_xlabel("error"); ax.set_ylabel("‖W‖_F / √d")
+    ax.set_xscale("log"); ax.set_xlabel("error (squared, averaged over samples; labels ±1)"); ax.set_ylabel("‖W‖_F / √d")
     ax.set_title(f"(d) Figures 1/4: degree-6 parity, d = {fig4.d4}, N = {P.fig4_num_train}")
     ax.legend(fontsize=7)
     fig.tight_layout()
