@@ -18,7 +18,7 @@ BOOK_SEEDS ?= 0-2
 # torch processes slow each other down many times over)
 TEST_WORKERS := $(shell $(PYTHON) -c "import os; print(max(1, len(os.sched_getaffinity(0)) // $(TEST_THREADS)))")
 
-.PHONY: book test install clean reference benchmark
+.PHONY: book test install clean reference benchmark lab
 
 install: $(INSTALLED) $(MATHJAX)
 
@@ -38,10 +38,13 @@ book: install
 
 test: install
 	$(PY) -m paperlib nbval-prepare --out _build/nbval
-	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --nbval-lax tests _build/nbval
+	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --nbval-lax --ignore=tests/browser tests _build/nbval
 	# the unit tests again at 2 threads: another BLAS kernel must not change an outcome
-	OMP_NUM_THREADS=2 $(PY) -m pytest -q -m "not notebook" tests
+	OMP_NUM_THREADS=2 $(PY) -m pytest -q -m "not notebook" --ignore=tests/browser tests
 	$(JB) build -W -n --keep-going --path-output _build/test-book .
+	# the smoke book in Debian's Chromium: console errors, maths, images, links, overflow, search,
+	# downloads; screenshots of every page go to _build/screenshots/
+	$(PY) -m pytest -q -p no:xdist tests/browser --book-html _build/test-book/_build/html
 
 reference: install
 	OMP_NUM_THREADS=1 $(PY) -m paperlib reference
@@ -54,6 +57,15 @@ benchmark: install
 	$(PY) benchmarks/mask_recursion_ntk.py
 	$(PY) benchmarks/distance_stats.py
 	$(PY) benchmarks/sweep_vs_sequential.py
+
+# JupyterLab and jupytext in the same .venv, .md chapters opening as notebooks (JupyterLab's
+# settings overrides inside the venv, so nothing in your home folder changes)
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
+lab: install
+	$(VENV)/bin/pip install -q jupyterlab==4.6.6
+	mkdir -p $(dir $(LAB_SETTINGS))
+	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' > $(LAB_SETTINGS)
+	$(VENV)/bin/jupyter lab notebooks
 
 clean:
 	rm -rf _build book/chapters book/generated runs
