@@ -128,6 +128,11 @@ VERDICT_CLASSES = {"reproduced": "ok", "not reproduced": "fail", "assumption not
                    "inconclusive": "undecided", "no verdict": "none"}
 
 
+def plain_verdict(kind: str, verdict: str) -> str:
+    """The verdict's word for its kind, without the Markdown emphasis (for HTML)."""
+    return verdict_word({"kind": kind, "verdict": verdict}).strip("*")
+
+
 def verdict_bars_html(claims: list[dict]) -> str:
     """One stacked bar per kind of claim (predictions, bounds, consistency checks): how many of
     each verdict, drawn to scale, with the counts written out for screen readers and print."""
@@ -139,9 +144,9 @@ def verdict_bars_html(claims: list[dict]) -> str:
         counts = {v: sum(c["verdict"] == v for c in chosen) for v in VERDICT_CLASSES}
         segments = "".join(
             f'<span class="verdict-bar-{VERDICT_CLASSES[v]}" style="width:{100 * n / len(chosen):.2f}%" '
-            f'title="{n} {html.escape(verdict_word({"kind": kind, "verdict": v}).strip("*"))}"></span>'
+            f'title="{n} {html.escape(plain_verdict(kind, v))}"></span>'
             for v, n in counts.items() if n)
-        words = ", ".join(f"{n} {verdict_word({'kind': kind, 'verdict': v}).strip('*')}" for v, n in counts.items() if n)
+        words = ", ".join(f"{n} {plain_verdict(kind, v)}" for v, n in counts.items() if n)
         rows.append(f'<div class="verdict-bar-row"><span class="verdict-bar-label">{KIND_PLURALS[kind]}</span>'
                     f'<span class="verdict-bar">{segments}</span><span class="verdict-bar-words">{words}</span></div>')
     return '<div class="verdict-bars">' + "".join(rows) + "</div>"
@@ -159,7 +164,7 @@ def claims_filter_table_html(ledgers: list[dict], aggregates: dict) -> str:
             link = f'chapters/{ledger["paper"]}.html#{claim_anchor(c["id"])}'
             cells = [f'<a href="{link}"><code>{html.escape(c["id"])}</code></a><br><small>{html.escape(c["source"])}</small>',
                      html.escape(ledger["paper"]), c["kind"], html.escape(c["statement"]),
-                     html.escape(verdict_word(c).strip("*"))]
+                     html.escape(plain_verdict(c["kind"], c["verdict"]))]
             if seeds:
                 cells.append(html.escape(point["claims"].get(c["id"], {}).get("aggregate", "-")))
             rows.append(f'<tr data-chapter="{html.escape(ledger["paper"])}" data-kind="{c["kind"]}" '

@@ -96,10 +96,14 @@ def reproduce_commands(paper: str, preset: str, seed: int, overrides: dict) -> l
     def quoted(value):
         return shlex.quote(json.dumps(value) if not isinstance(value, str) else value)
 
-    extra = "".join(f" -p {name} {quoted(value)}" for name, value in overrides.items() if name not in ("preset", "seed"))
+    chosen = {name: value for name, value in overrides.items() if name not in ("preset", "seed")}
+    extra = "".join(f" -p {name} {quoted(value)}" for name, value in chosen.items())  # paperlib reads -p as YAML
+    # papermill's -p keeps a list as a string; its -y takes YAML (JSON is YAML)
+    papermill_extra = "".join(f" -y {shlex.quote(f'{name}: {json.dumps(value)}')}" if isinstance(value, (list, dict))
+                              else f" -p {name} {quoted(value)}" for name, value in chosen.items())
     return [f"python -m paperlib run {paper} --preset {preset} -p seed {seed}{extra}",
             f"jupytext --to ipynb -o - notebooks/{paper}.md | papermill - {paper}.out.ipynb -p preset {preset} "
-            f"-p seed {seed}{extra}",
+            f"-p seed {seed}{papermill_extra}",
             f"python -m paperlib sweep {paper} --preset {preset} --seeds 0-2{extra}"]
 
 

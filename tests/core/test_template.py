@@ -44,7 +44,7 @@ def test_the_reproduce_box_gives_commands_that_carry_every_override():
     from paperlib.core.chapter import reproduce_commands, reproduce_markdown
     run, papermill, sweep = reproduce_commands("manifold-lsh", "default", 3, {"seed": 3, "mlp_widths": [2, 4]})
     assert run == "python -m paperlib run manifold-lsh --preset default -p seed 3 -p mlp_widths '[2, 4]'"
-    assert papermill.endswith("-p preset default -p seed 3 -p mlp_widths '[2, 4]'")
+    assert papermill.endswith("-p preset default -p seed 3 -y 'mlp_widths: [2, 4]'")
     assert sweep == "python -m paperlib sweep manifold-lsh --preset default --seeds 0-2 -p mlp_widths '[2, 4]'"
     box = reproduce_markdown("manifold-lsh", "default", 3, {"seed": 3, "mlp_widths": [2, 4]}, "cpu")
     assert box.startswith(":::{admonition} Reproduce this page") and "overriding `mlp_widths`" in box
