@@ -214,6 +214,13 @@ def analyse(P, net, depth, seed, mse, X, X_test, Y_test, k):
                 profile=[int((s > P.sv_threshold).sum()) for s in df.singular_values(net)], net=net)
 
 
+def bound_ratio(measured: float, bound: float) -> float:
+    """measured / bound, for a bound that may be 0 (then inf when measured > 0, else 0) or inf (then 0)."""
+    if bound == 0:
+        return math.inf if measured > 0 else 0.0
+    return measured / bound
+
+
 def depth_sweep(P, device) -> SimpleNamespace:
     """Networks of every depth of ``depths`` and ``seeds`` seeds (one batched program, exactly as if each were
     trained alone: :func:`deepfc.train_adam_depths`) fit a target of bottleneck rank k*; every trained network

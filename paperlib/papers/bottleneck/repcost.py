@@ -185,13 +185,24 @@ def theorem7_bound(layers: list, X: torch.Tensor, k: int, slope: float = 0.0, ja
     return measured.numpy(), bound.numpy()
 
 
+#: the largest x with e^x finite in float64 (log of the largest double)
+MAX_LOG_FLOAT64 = math.log(np.finfo(np.float64).max)
+
+
 def corollary8_bound(layers: list, X: torch.Tensor, k: int, p: float = 0.5, slope: float = 0.0) -> float:
     r"""Corollary 8's bound on :math:`s_{k+1}(\tilde\alpha_\ell(X)/\sqrt N)` for at least (1 - p) L layers."""
     L = len(layers)
     c = float((deepfc.ntk_trace(layers, X, slope, biases=False) / L).max())
     c1 = float(deepfc.weight_norm(layers)) - k * L
     log_p = log_pdet(deepfc.jacobian(layers, X, slope), k)
-    inside = c * (c1 - 2 * float(log_p.max())) * math.exp(c1 / k) / (k * float(torch.exp(log_p).min()) ** (2.0 / k))
+    if c1 - 2 * float(log_p.max()) <= 0:
+        return 0.0  # the square root's argument is not positive: the bound is 0
+    smallest_pdet = float(torch.exp(log_p).min())
+    if smallest_pdet == 0.0 or c1 / k > MAX_LOG_FLOAT64:
+        # |Jf(x)|_{+,k} below float64's range (a deep network at paper scale: first met at L = 40 on a
+        # GPU run at `full`), or e^{c1/k} above it: the bound is beyond float64, hence vacuous
+        return math.inf
+    inside = c * (c1 - 2 * float(log_p.max())) * math.exp(c1 / k) / (k * smallest_pdet ** (2.0 / k))
     return math.sqrt(max(inside, 0.0)) / (p * math.sqrt(L))
 
 

@@ -463,3 +463,20 @@ def test_networks_of_several_depths_train_together_exactly_as_alone():
             assert torch.equal(W, W1) and torch.equal(b, b1)
         assert np.array_equal(fit.train_mse, alone.train_mse) and np.array_equal(fit.loss_history, alone.loss_history)
         assert np.array_equal(fit.collapsed, alone.collapsed)
+
+
+def test_corollary8_bound_is_infinite_when_the_pseudo_determinant_underflows():
+    # 40 layers of 1e-9 I: |Jf(x)|_{+,2} = 1e-720, below float64's range, so the bound's denominator
+    # is 0 in float64 (the ZeroDivisionError a `full` run met at L = 40); the bound is then vacuous
+    d, L, k = 3, 40, 2
+    net = [(1e-9 * torch.eye(d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64)) for _ in range(L)]
+    X = torch.randn(5, d, generator=generator(7, "x"), dtype=torch.float64)
+    assert math.isinf(rc.corollary8_bound(net, X, k, slope=1.0))
+
+
+def test_bound_ratio_handles_zero_and_infinite_bounds():
+    from paperlib.papers.bottleneck.experiments import bound_ratio
+    assert bound_ratio(0.5, 2.0) == 0.25
+    assert bound_ratio(0.5, math.inf) == 0.0
+    assert bound_ratio(0.5, 0.0) == math.inf  # a positive measurement above a zero bound violates it
+    assert bound_ratio(0.0, 0.0) == 0.0
