@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from paperlib.core import params as P
+from paperlib.core import published
 from paperlib.core.ledger import (BOUND, CONSISTENCY, PREDICTION, claim_anchor, headline,
                                   verdict_word)
 from paperlib.core.runner import load_ledgers, notebook_path, run_cached
@@ -38,7 +39,8 @@ def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = 
             print(f"{paper}: {'reused cached run' if reused else 'executed'} at preset {preset!r}", flush=True)
             shutil.copy(notebook, CHAPTER_DIR / f"{paper}.ipynb")
         ledgers = load_ledgers(run_dir)
-        write_claims_table(ledgers)
+        add_full_tables(ledgers, preset)
+        write_claims_table(ledgers, full=published_full(ledgers, preset))
         return ledgers
     if 0 not in seeds:
         raise P.ParameterError("--seeds must include seed 0, the run each chapter's narrative shows")
@@ -56,8 +58,27 @@ def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = 
         add_seed_table(narrative / f"{paper}.ipynb", aggregates[paper], CHAPTER_DIR / f"{paper}.ipynb")
         shutil.copy(narrative / f"{paper}.json", run_dir / f"{paper}.json")
     ledgers = load_ledgers(run_dir)
-    write_claims_table(ledgers, aggregates)
+    add_full_tables(ledgers, preset)
+    write_claims_table(ledgers, aggregates, full=published_full(ledgers, preset))
     return ledgers
+
+
+def published_full(ledgers: list[dict], preset: str) -> dict:
+    """paper -> its committed `full` result with its staleness (:mod:`paperlib.core.published`), for
+    the chapters of ``ledgers``; none when the book itself is built at `full`."""
+    if preset == "full":
+        return {}
+    found = {ledger["paper"]: published.full_status(ledger["paper"]) for ledger in ledgers}
+    return {paper: status for paper, status in found.items() if status is not None}
+
+
+def add_full_tables(ledgers: list[dict], preset: str) -> None:
+    """Add to each chapter's Verdicts section the table of its published `full` run beside this one."""
+    for ledger in ledgers:
+        status = published_full([ledger], preset).get(ledger["paper"])
+        if status is not None:
+            target = CHAPTER_DIR / f"{ledger['paper']}.ipynb"
+            insert_in_verdicts(target, published.full_table_markdown(ledger, status), target)
 
 
 # Seconds a `default` run of each chapter took on the 2-core CI machine (2026-11-23, commit
@@ -98,6 +119,12 @@ def seed_table_markdown(point: dict) -> str:
 def add_seed_table(notebook_file: Path, point: dict, target: Path) -> Path:
     """Copy the executed chapter to ``target`` with the across-seeds table as a Markdown
     cell at the end of its Verdicts section (before the next ``## `` heading)."""
+    return insert_in_verdicts(notebook_file, seed_table_markdown(point), target)
+
+
+def insert_in_verdicts(notebook_file: Path, markdown: str, target: Path) -> Path:
+    """Copy the executed chapter to ``target`` with ``markdown`` as a cell at the end of its
+    Verdicts section (before the next ``## `` heading)."""
     import nbformat
     notebook = nbformat.read(notebook_file, as_version=4)
     cells = notebook.cells
@@ -107,7 +134,7 @@ def add_seed_table(notebook_file: Path, point: dict, target: Path) -> Path:
     if start is not None:
         position = next((i for i in range(start + 1, len(cells)) if cells[i].cell_type == "markdown"
                          and cells[i].source.lstrip().startswith("## ")), len(cells))
-    cells.insert(position, nbformat.v4.new_markdown_cell(seed_table_markdown(point)))
+    cells.insert(position, nbformat.v4.new_markdown_cell(markdown))
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
     return target
@@ -152,11 +179,13 @@ def verdict_bars_html(claims: list[dict]) -> str:
     return '<div class="verdict-bars">' + "".join(rows) + "</div>"
 
 
-def claims_filter_table_html(ledgers: list[dict], aggregates: dict) -> str:
+def claims_filter_table_html(ledgers: list[dict], aggregates: dict, full: dict | None = None) -> str:
     """Every claim of every chapter in one table that the page's script filters by chapter, kind
-    and verdict; each claim id links to its row in its chapter's Verdicts tables."""
-    seeds = bool(aggregates)
-    head = ["claim", "chapter", "kind", "statement", "verdict (seed 0)"] + (["over seeds"] if seeds else [])
+    and verdict; each claim id links to its row in its chapter's Verdicts tables. With ``full``
+    (paper -> published `full` result), a column gives the verdict at `full` on a GPU."""
+    seeds, full = bool(aggregates), full or {}
+    head = (["claim", "chapter", "kind", "statement", "verdict (seed 0)"] + (["over seeds"] if seeds else [])
+            + (["at full (GPU)"] if full else []))
     rows = []
     for ledger in ledgers:
         point = aggregates.get(ledger["paper"]) or {"claims": {}}
@@ -167,13 +196,24 @@ def claims_filter_table_html(ledgers: list[dict], aggregates: dict) -> str:
                      html.escape(plain_verdict(c["kind"], c["verdict"]))]
             if seeds:
                 cells.append(html.escape(point["claims"].get(c["id"], {}).get("aggregate", "-")))
+            if full:
+                cells.append(html.escape(full_verdict(full.get(ledger["paper"]), c["id"])))
             rows.append(f'<tr data-chapter="{html.escape(ledger["paper"])}" data-kind="{c["kind"]}" '
                         f'data-verdict="{html.escape(c["verdict"])}">' + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
     return ('<table class="claims-filter">\n<thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
             + "</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>")
 
 
-def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None) -> str:
+def full_verdict(status: dict | None, claim_id: str) -> str:
+    """A claim's verdict in the published `full` run ("-" where there is none; "(stale)" after it
+    when the chapter's claims changed since)."""
+    claim = next((c for c in status["ledger"]["claims"] if c["id"] == claim_id), None) if status else None
+    if claim is None:
+        return "-"
+    return plain_verdict(claim["kind"], claim["verdict"]) + (" (stale)" if status["stale"] else "")
+
+
+def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None, full: dict | None = None) -> str:
     """The claims status page's body: the headline over all chapters (only predictions count
     as reproductions); per chapter its headline and bars of verdicts by kind; then every claim
     in one filterable table (statement, chapter, kind, verdict, and with ``aggregates``, paper ->
@@ -189,6 +229,12 @@ def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None) 
                  f"run time {ledger['runtime_s']:.0f} s: {headline(ledger['claims'])}."]
         if point:
             lines.append(f"Over seeds {', '.join(map(str, point['seeds']))}: {seed_headline([point])}.")
+        status = (full or {}).get(ledger["paper"])
+        if status:
+            lines.append(f"At `full`, {published.describe_run(status['provenance'])}: {status['ledger']['headline']}."
+                         + (" **Stale**: the chapter's claims changed since." if status["stale"] else ""))
+        elif full:
+            lines.append("At `full`: no completed GPU run is published yet.")
         lines += ["", verdict_bars_html(ledger["claims"])]
         sections.append("\n".join(lines))
     every = [c for ledger in ledgers for c in ledger["claims"]]
@@ -197,14 +243,14 @@ def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None) 
         head += f" Over seeds: {seed_headline(list(aggregates.values()))}."
     table = ("## Every claim\n\nChoose a chapter, a kind or a verdict to narrow the table; a claim's id "
              "opens its row in the chapter's Verdicts, with the prediction, the measurement and the reason.\n\n"
-             + claims_filter_table_html(ledgers, aggregates))
+             + claims_filter_table_html(ledgers, aggregates, full))
     return head + "\n\n" + "\n\n".join(sections) + "\n\n" + table
 
 
-def write_claims_table(ledgers: list[dict], aggregates: dict | None = None) -> Path:
+def write_claims_table(ledgers: list[dict], aggregates: dict | None = None, full: dict | None = None) -> Path:
     GENERATED_DIR.mkdir(parents=True, exist_ok=True)
     target = GENERATED_DIR / "claims_table.md"
-    target.write_text(claims_status_markdown(ledgers, aggregates) + "\n")
+    target.write_text(claims_status_markdown(ledgers, aggregates, full) + "\n")
     return target
 
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m paperlib run|sweep|sweep-report|list|book|reference|nbval-prepare|new``."""
+"""Command line: ``python -m paperlib run|sweep|sweep-report|list|book|reference|publish-full|nbval-prepare|new``."""
 
 from __future__ import annotations
 
@@ -31,6 +31,14 @@ def cmd_run(args) -> int:
     data = load(ledger)
     print(f"executed {notebook} in {time.perf_counter() - start:.1f} s")
     print(f"ledger   {ledger}: {headline(data['claims'])}")
+    return 0
+
+
+def cmd_publish_full(args) -> int:
+    from paperlib.core import published
+    from paperlib.core.runner import paper_name
+    target = published.publish(paper_name(args.notebook), args.run_dir, args.conditions)
+    print(f"published: {target.parent} (provenance {target.name})")
     return 0
 
 
@@ -174,6 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
     ref = sub.add_parser("reference", help="regenerate the committed smoke references for nbval")
     ref.add_argument("notebooks", nargs="*")
     ref.set_defaults(func=cmd_reference)
+
+    publish = sub.add_parser("publish-full", help="commit-ready copy of a finished full run on a GPU into results/full/")
+    publish.add_argument("notebook")
+    publish.add_argument("run_dir", help="the --out folder of `python -m paperlib run NOTEBOOK --preset full`")
+    publish.add_argument("--conditions", default="alone on the GPU",
+                         help="how the run was made (alone, or beside which other runs; threads)")
+    publish.set_defaults(func=cmd_publish_full)
 
     new = sub.add_parser("new", help="scaffold a new chapter: notebook, presets, paper package and test")
     new.add_argument("slug", help="lower-case words joined by hyphens, e.g. lazy-training")
