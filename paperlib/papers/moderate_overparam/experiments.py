@@ -156,11 +156,12 @@ def separation(P) -> SimpleNamespace:
 # ------------------------------------------------------------------ §5 the lazy regime
 
 
-def lazy_runs(P) -> list[dict]:
+def lazy_runs(P, device=None) -> list[dict]:
     """GD with the theorems' step (float64) for every activation, ``lazy_seeds`` data draws and width of
     ``lazy_widths``: one record per run with its residuals, fitted rate, the linearized model's rate over
     the same window, the NTK's minimum eigenvalue before and after, distance, path and the Jacobian lemmas'
-    quantities."""
+    quantities. The GD runs go on ``device`` (at `full`, widths up to 50 000 for 10 000 steps: hours on
+    a few CPU cores); the data, the initial weights and the analysis stay on the CPU."""
     n, d = P.lazy_num_samples, P.lazy_input_dim
     lazy = []
     for name in P.activations:
@@ -174,13 +175,14 @@ def lazy_runs(P) -> list[dict]:
                 W0 = initial_weights(k, d, generator(P.seed, "init", "lazy", name, s, k))
                 v = output_weights(k, label_norm, n)
                 lazy.append(dict(act=name, seed=s, k=k, lam=lam, step=step, data_norm=data_norm, label_norm=label_norm,
-                                 **lazy_run(P, act, X, y, W0, v, step, data_norm)))
+                                 **lazy_run(P, act, X, y, W0, v, step, data_norm, device)))
     return lazy
 
 
-def lazy_run(P, act, X, y, W0, v, step, data_norm) -> dict:
+def lazy_run(P, act, X, y, W0, v, step, data_norm, device=None) -> dict:
     gram0 = linalg.shallow_jacobian_gram(X, W0, v, act)
-    run = gd_shallow(X, y, W0, v, act, lr=step, num_iters=P.lazy_steps, log_every=10)
+    run = gd_shallow(X, y, W0, v, act, lr=step, num_iters=P.lazy_steps, log_every=10, device=device)
+    run.W = run.W.cpu()
     r = np.asarray(run.residual_norms)
     floor = 1e-10 * r[0]
     # GD on the model linearized at W0, fitted where the measured run was fitted (diagnostic of A7)
