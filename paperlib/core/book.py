@@ -184,15 +184,17 @@ def claims_filter_table_html(ledgers: list[dict], aggregates: dict, full: dict |
     and verdict; each claim id links to its row in its chapter's Verdicts tables. With ``full``
     (paper -> published `full` result), a column gives the verdict at `full` on a GPU."""
     seeds, full = bool(aggregates), full or {}
-    head = (["claim", "chapter", "kind", "statement", "verdict (seed 0)"] + (["over seeds"] if seeds else [])
+    # the chapter shares the claim's cell: with the columns over seeds and at full, a separate one
+    # pushed the table past the content column at 1280 px
+    head = (["claim (source, chapter)", "kind", "statement", "verdict (seed 0)"] + (["over seeds"] if seeds else [])
             + (["at full (GPU)"] if full else []))
     rows = []
     for ledger in ledgers:
         point = aggregates.get(ledger["paper"]) or {"claims": {}}
         for c in ledger["claims"]:
             link = f'chapters/{ledger["paper"]}.html#{claim_anchor(c["id"])}'
-            cells = [f'<a href="{link}"><code>{html.escape(c["id"])}</code></a><br><small>{html.escape(c["source"])}</small>',
-                     html.escape(ledger["paper"]), c["kind"], html.escape(c["statement"]),
+            cells = [f'<a href="{link}"><code>{html.escape(c["id"])}</code></a><br><small>{html.escape(c["source"])}; '
+                     f'{html.escape(ledger["paper"])}</small>', c["kind"], html.escape(c["statement"]),
                      html.escape(plain_verdict(c["kind"], c["verdict"]))]
             if seeds:
                 cells.append(html.escape(point["claims"].get(c["id"], {}).get("aggregate", "-")))
