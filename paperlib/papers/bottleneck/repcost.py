@@ -103,6 +103,10 @@ def interpolation_construction(A: torch.Tensor, depth: int) -> list:
     return [Bs[l] @ torch.linalg.pinv(Bs[l - 1]) for l in range(1, depth + 1)]
 
 
+#: the largest x with e^x finite in float64 (log of the largest double)
+MAX_LOG_FLOAT64 = math.log(np.finfo(np.float64).max)
+
+
 def log_pdet(A: torch.Tensor, k: int) -> torch.Tensor:
     """log |A|_{+,k}: the sum of the logs of the k largest singular values (batched over leading axes)."""
     return torch.log(torch.linalg.svdvals(A.double())[..., :k]).sum(-1)
@@ -181,12 +185,10 @@ def theorem7_bound(layers: list, X: torch.Tensor, k: int, slope: float = 0.0, ja
     c = weight_trace / L
     c1 = float(deepfc.weight_norm(layers)) - k * L
     pdet = torch.exp(log_pdet(deepfc.jacobian(layers, X, slope) if jacobian is None else jacobian, k))
-    bound = c * max(1.0, math.exp(c1 / k)) / (k * pdet ** (2.0 / k)) * L
+    # e^{c1/k} beyond float64 (large weights, as early in training at depth 40): the bound is +inf, vacuous
+    growth = max(1.0, math.exp(c1 / k)) if c1 / k <= MAX_LOG_FLOAT64 else math.inf
+    bound = c * growth / (k * pdet ** (2.0 / k)) * L
     return measured.numpy(), bound.numpy()
-
-
-#: the largest x with e^x finite in float64 (log of the largest double)
-MAX_LOG_FLOAT64 = math.log(np.finfo(np.float64).max)
 
 
 def corollary8_bound(layers: list, X: torch.Tensor, k: int, p: float = 0.5, slope: float = 0.0) -> float:

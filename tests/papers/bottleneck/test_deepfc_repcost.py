@@ -480,3 +480,12 @@ def test_bound_ratio_handles_zero_and_infinite_bounds():
     assert bound_ratio(0.5, math.inf) == 0.0
     assert bound_ratio(0.5, 0.0) == math.inf  # a positive measurement above a zero bound violates it
     assert bound_ratio(0.0, 0.0) == 0.0
+
+
+def test_theorem7_bound_is_infinite_when_its_exponential_overflows():
+    # c1 = sum ||W||^2 - kL = 3 * 1e4 - 2 * 3 > 709 k: e^{c1/k} is beyond float64 (an OverflowError before)
+    d, L, k = 3, 3, 2
+    net = [(100.0 * torch.eye(d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64)) for _ in range(L)]
+    X = torch.randn(5, d, generator=generator(8, "x"), dtype=torch.float64)
+    measured, bound = rc.theorem7_bound(net, X, k, slope=1.0)
+    assert np.isinf(bound).all() and np.isfinite(measured).all()
