@@ -17,7 +17,7 @@ from paperlib.core.runner import load_ledgers, notebook_path, run_cached
 BOOK_DIR = P.REPO_ROOT / "book"
 CHAPTER_DIR = BOOK_DIR / "chapters"
 GENERATED_DIR = BOOK_DIR / "generated"
-REFERENCE_DIR = P.REPO_ROOT / "tests" / "references"
+REFERENCE_DIR = P.REFERENCE_DIR
 
 
 def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = None,
@@ -39,8 +39,9 @@ def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = 
             print(f"{paper}: {'reused cached run' if reused else 'executed'} at preset {preset!r}", flush=True)
             shutil.copy(notebook, CHAPTER_DIR / f"{paper}.ipynb")
         ledgers = load_ledgers(run_dir)
-        add_full_tables(ledgers, preset)
-        write_claims_table(ledgers, full=published_full(ledgers, preset))
+        full = published_full(ledgers, preset)
+        add_full_tables(ledgers, full)
+        write_claims_table(ledgers, full=full)
         return ledgers
     if 0 not in seeds:
         raise P.ParameterError("--seeds must include seed 0, the run each chapter's narrative shows")
@@ -58,8 +59,9 @@ def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = 
         add_seed_table(narrative / f"{paper}.ipynb", aggregates[paper], CHAPTER_DIR / f"{paper}.ipynb")
         shutil.copy(narrative / f"{paper}.json", run_dir / f"{paper}.json")
     ledgers = load_ledgers(run_dir)
-    add_full_tables(ledgers, preset)
-    write_claims_table(ledgers, aggregates, full=published_full(ledgers, preset))
+    full = published_full(ledgers, preset)
+    add_full_tables(ledgers, full)
+    write_claims_table(ledgers, aggregates, full=full)
     return ledgers
 
 
@@ -72,10 +74,11 @@ def published_full(ledgers: list[dict], preset: str) -> dict:
     return {paper: status for paper, status in found.items() if status is not None}
 
 
-def add_full_tables(ledgers: list[dict], preset: str) -> None:
-    """Add to each chapter's Verdicts section the table of its published `full` run beside this one."""
+def add_full_tables(ledgers: list[dict], full: dict) -> None:
+    """Add to each chapter's Verdicts section the table of its published `full` run (``full``: paper ->
+    result, from :func:`published_full`) beside this one."""
     for ledger in ledgers:
-        status = published_full([ledger], preset).get(ledger["paper"])
+        status = full.get(ledger["paper"])
         if status is not None:
             target = CHAPTER_DIR / f"{ledger['paper']}.ipynb"
             insert_in_verdicts(target, published.full_table_markdown(ledger, status), target)

@@ -30,6 +30,7 @@ PRESETS = ("smoke", "default", "full")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 PRESET_DIR = NOTEBOOK_DIR / "presets"
+REFERENCE_DIR = REPO_ROOT / "tests" / "references"  # the committed smoke references (ledger and notebook)
 
 _SCALAR_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 

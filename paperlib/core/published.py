@@ -24,7 +24,7 @@ from paperlib.core import params as P
 from paperlib.core.ledger import load as load_ledger
 
 FULL_DIR = P.REPO_ROOT / "results" / "full"
-REFERENCE_DIR = P.REPO_ROOT / "tests" / "references"
+REFERENCE_DIR = P.REFERENCE_DIR
 PROVENANCE_FIELDS = ("paper", "preset", "device", "started", "finished", "revision", "runtime_s",
                      "conditions", "smoke_claims")
 
@@ -34,8 +34,9 @@ def claim_statements(ledger: dict) -> dict:
     return {c["id"]: c["statement"] for c in ledger["claims"]}
 
 
-def load_full(paper: str, full_dir: Path = FULL_DIR) -> dict | None:
+def load_full(paper: str, full_dir: Path | None = None) -> dict | None:
     """The committed `full` result of ``paper`` as ``{"ledger": ..., "provenance": ...}``, or None."""
+    full_dir = full_dir or FULL_DIR
     ledger_path, provenance_path = full_dir / f"{paper}.json", full_dir / f"{paper}.provenance.json"
     if not ledger_path.exists():
         return None
@@ -62,11 +63,11 @@ def is_stale(changes: dict) -> bool:
     return any(changes.values())
 
 
-def current_smoke_claims(paper: str, reference_dir: Path = REFERENCE_DIR) -> dict:
-    return claim_statements(load_ledger(reference_dir / f"{paper}.json"))
+def current_smoke_claims(paper: str, reference_dir: Path | None = None) -> dict:
+    return claim_statements(load_ledger((reference_dir or REFERENCE_DIR) / f"{paper}.json"))
 
 
-def full_status(paper: str, full_dir: Path = FULL_DIR, reference_dir: Path = REFERENCE_DIR) -> dict | None:
+def full_status(paper: str, full_dir: Path | None = None, reference_dir: Path | None = None) -> dict | None:
     """The committed `full` result with its staleness (``"changes"``, ``"stale"``), or None."""
     result = load_full(paper, full_dir)
     if result is None:
@@ -111,8 +112,8 @@ def full_table_markdown(paper_ledger: dict, status: dict) -> str:
     return "\n".join(lines)
 
 
-def publish(paper: str, run_dir: str | Path, conditions: str, full_dir: Path = FULL_DIR,
-            reference_dir: Path = REFERENCE_DIR) -> Path:
+def publish(paper: str, run_dir: str | Path, conditions: str, full_dir: Path | None = None,
+            reference_dir: Path | None = None) -> Path:
     """Copy a finished `full` run of ``paper`` from ``run_dir`` (``<paper>.json`` and ``<paper>.ipynb``,
     as ``python -m paperlib run`` leaves them) into ``full_dir`` and write its provenance. The
     smoke reference must be the one of the run's revision: claims changed since would make the
@@ -120,7 +121,7 @@ def publish(paper: str, run_dir: str | Path, conditions: str, full_dir: Path = F
     import shutil
 
     import nbformat
-    run_dir = Path(run_dir)
+    run_dir, full_dir = Path(run_dir), full_dir or FULL_DIR
     ledger = load_ledger(run_dir / f"{paper}.json")
     if ledger["preset"] != "full" or not str(ledger["device"]).startswith("cuda"):
         raise ValueError(f"{run_dir / paper}.json is a {ledger['preset']!r} run on {ledger['device']}, "
