@@ -108,8 +108,9 @@ def _activation_kernel(act) -> Callable[[torch.Tensor], tuple[torch.Tensor, torc
         return lambda Z: (F.softplus(Z), torch.sigmoid(Z))
     if name == "relu":
         def relu_kernel(Z):
-            dphi = (Z >= 0).to(Z.dtype)
-            return Z * dphi, dphi
+            # phi'(0) = 1 (the paper's convention); a comparison written into a float tensor is
+            # exactly 1.0 / 0.0 and several times faster than a bool tensor cast afterwards
+            return torch.relu(Z), torch.ge(Z, 0, out=torch.empty_like(Z))
         return relu_kernel
     return lambda Z: (act.phi(Z), act.dphi(Z))
 
@@ -143,6 +144,7 @@ class _Group:
             y[b] = yc
         self.label_norm = torch.linalg.vector_norm(y, dim=1).to(device=device, dtype=dtype)
         self.X = X.to(device=device, dtype=dtype)
+        self.Xt = self.X.transpose(1, 2).contiguous()             # (B, D, n): Z^T = W X^T
         self.W = W.to(device=device, dtype=dtype)
         self.v = v.to(device=device, dtype=dtype)
         self.y = y.to(device=device, dtype=dtype)
@@ -164,6 +166,7 @@ class _Group:
         K, D = int(self.widths.max()), int(self.dims.max())
         dev_rows = rows.to(self.X.device)
         self.X = self.X[dev_rows, :, :D].contiguous()
+        self.Xt = self.Xt[dev_rows, :D].contiguous()
         self.W = self.W[dev_rows, :K, :D].contiguous()
         self.v = self.v[dev_rows, :K].contiguous()
         for name in ("y", "label_norm", "active", "success", "rel", "iters"):
@@ -286,11 +289,13 @@ def _train_group(g: _Group, kernel, lr, max_iters, tol, div_thr, compact_every, 
     done_at = 0
     tau = 0
     while True:
-        # ---- one iteration: evaluate at W_tau, stop the runs that are finished, update
+        # ---- one iteration: evaluate at W_tau, stop the runs that are finished, update.
+        # Units along rows, samples along columns: the output v^T phi(W X^T) is then one
+        # row-vector product per run, several times cheaper than a matrix-vector product.
         X, W, v, y = g.X, g.W, g.v, g.y
-        Z = torch.bmm(X, W.transpose(1, 2))                       # (B, n, K)
+        Z = torch.bmm(W, g.Xt)                                    # (B, K, n)
         P, S = kernel(Z)
-        r = torch.bmm(P, v.unsqueeze(2)).squeeze(2).sub_(y)       # (B, n)
+        r = torch.bmm(v.unsqueeze(1), P).squeeze(1).sub_(y)       # (B, n)
         rel = torch.linalg.vector_norm(r, dim=1).div_(g.label_norm)
         g.rel = torch.where(g.active, rel, g.rel)
         ok = rel < tol
@@ -300,8 +305,8 @@ def _train_group(g: _Group, kernel, lr, max_iters, tol, div_thr, compact_every, 
         if tau == max_iters:
             break
         r = torch.where(g.active.unsqueeze(1), r, 0.0)
-        S.mul_(v.unsqueeze(1)).mul_(r.unsqueeze(2))              # phi'(Z) * r v^T
-        W.baddbmm_(S.transpose(1, 2), X, alpha=-lr)
+        S.mul_(v.unsqueeze(2) * r.unsqueeze(1))                  # phi'(Z) * v r^T
+        W.baddbmm_(S, X, alpha=-lr)
         g.iters += g.active
         tau += 1
         if tau % compact_every == 0:
