@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from paperlib.core.seeding import generator
-from paperlib.nets.optim import FOREACH
+from paperlib.nets.optim import FOREACH, FlatAdam
 
 
 @pytest.mark.parametrize("make_optimizer", [
@@ -31,3 +31,43 @@ def test_foreach_optimizers_give_the_same_parameters_bit_for_bit(make_optimizer)
 
     for a, b in zip(run(foreach=False), run(foreach=FOREACH)):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_flat_adam_matches_torch_adam_bit_for_bit(dtype):
+    """FlatAdam is a speed choice only: Adam + ExponentialLR's parameters exactly, on a real backward
+    (gradients accumulated into the flat buffer), with sizes that are not multiples of a vector width
+    and one gradient masked in place, as bottleneck's padded layers are."""
+    shapes = [(3, 7, 5), (3, 7), (3, 33, 7), (3, 33), (1,)]
+
+    def loss_of(params):
+        return sum((p ** 3).sin().sum() for p in params)
+
+    def start():
+        gen = generator(0, "flat-adam-test")
+        return [torch.randn(shape, generator=gen, dtype=dtype) for shape in shapes]
+
+    params = [p.requires_grad_() for p in start()]
+    optimizer = torch.optim.Adam(params, lr=1e-2, foreach=FOREACH)
+    schedule = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.99)
+    flat = FlatAdam(start(), lr=1e-2, gamma=0.99)
+    for _ in range(60):
+        optimizer.zero_grad(set_to_none=True)
+        loss_of(params).backward()
+        params[1].grad = torch.where(torch.arange(7) < 4, params[1].grad, 0.0)
+        optimizer.step()
+        schedule.step()
+        flat.zero_grad()
+        loss_of(flat.params).backward()
+        flat.params[1].grad.masked_fill_(torch.arange(7) >= 4, 0.0)
+        flat.step()
+    for a, b in zip(params, flat.params):
+        assert torch.equal(a.detach(), b.detach())
+    assert flat.lr == optimizer.param_groups[0]["lr"]
+
+
+def test_flat_adam_refuses_a_replaced_gradient():
+    flat = FlatAdam([torch.ones(3)], lr=0.1)
+    flat.params[0].grad = torch.ones(3)  # no longer a view of the flat buffer: the step would ignore it
+    with pytest.raises(RuntimeError, match="replaced"):
+        flat.step()

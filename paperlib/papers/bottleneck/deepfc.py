@@ -36,7 +36,7 @@ from torch.func import jvp, vjp
 
 from paperlib.core.devices import one_cpu_thread
 from paperlib.core.seeding import derive_seed
-from paperlib.nets.optim import FOREACH
+from paperlib.nets.optim import FlatAdam
 from paperlib.nets.training import TrainingLoop
 
 
@@ -139,30 +139,27 @@ def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float
         raise ValueError(f"steps and lr must be positive, got {steps}, {lr}")
     start = time.perf_counter()
     dtype, device = layers[0][0].dtype, layers[0][0].device
-    params = [t.detach().clone().requires_grad_(True) for pair in layers for t in pair]
-    pairs = lambda: [(params[2 * i], params[2 * i + 1]) for i in range(len(layers))]
     X, Y = X.to(dtype=dtype, device=device), Y.to(dtype=dtype, device=device)
-    optimizer = torch.optim.Adam(params, lr=lr, foreach=FOREACH)
     decay = final_lr_fraction ** (1.0 / steps)
-    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=decay)
+    optimizer = FlatAdam([t for pair in layers for t in pair], lr=lr, gamma=decay)
+    params = optimizer.params
+    pairs = lambda: [(params[2 * i], params[2 * i + 1]) for i in range(len(layers))]
     history = []
     # weight decay drives unused weights towards 0: float32 denormals would slow every step 2-4x
     flush = torch.set_flush_denormal(True)
     masks = None if active is None else [m.to(device) for m in active]
     weights = None if masks is None else [m.to(dtype) for m in masks]
-    padded = [] if masks is None else [(i, m.view(-1, 1, 1), m.view(-1, 1)) for i, m in enumerate(masks) if not bool(m.all())]
+    padded = [] if masks is None else [(i, ~m.view(-1, 1, 1), ~m.view(-1, 1)) for i, m in enumerate(masks) if not bool(m.all())]
     loop = TrainingLoop(steps, log_every, desc="Adam")
     with one_cpu_thread(device):  # these matrices are tiny: one thread is faster than two (measured)
         for step in loop:
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             loss = regularized_loss(pairs(), X, Y, weight_decay, slope, weights)
             loss.sum().backward()
-            for index, mask_W, mask_b in padded:  # Adam then leaves padding exactly as it is (zero moments)
-                W, b = params[2 * index], params[2 * index + 1]
-                W.grad = torch.where(mask_W, W.grad, 0.0)
-                b.grad = torch.where(mask_b, b.grad, 0.0)
+            for index, pad_W, pad_b in padded:  # Adam then leaves padding exactly as it is (zero moments)
+                params[2 * index].grad.masked_fill_(pad_W, 0.0)
+                params[2 * index + 1].grad.masked_fill_(pad_b, 0.0)
             optimizer.step()
-            scheduler.step()
             if loop.logs(step):
                 history.append(loss.detach().double().cpu().numpy().copy())
     if flush:
@@ -391,20 +388,18 @@ def train_linear_adam(weights: list, target: torch.Tensor, *, weight_decay: floa
     if steps <= 0 or lr <= 0:
         raise ValueError(f"steps and lr must be positive, got {steps}, {lr}")
     start = time.perf_counter()
-    params = [W.detach().clone().double().requires_grad_(True) for W in weights]
     A = target.double()
-    optimizer = torch.optim.Adam(params, lr=lr, foreach=FOREACH)
-    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=final_lr_fraction ** (1.0 / steps))
+    optimizer = FlatAdam([W.double() for W in weights], lr=lr, gamma=final_lr_fraction ** (1.0 / steps))
+    params = optimizer.params
     last_lr = lr
     with one_cpu_thread(A.device):  # tiny matrices: one thread is faster
         for _ in TrainingLoop(steps, desc="Adam (linear)"):
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             norm = sum((W ** 2).sum((-2, -1)) for W in params)
             loss = ((linear_product(params) - A) ** 2).sum((-2, -1)) + weight_decay * norm
             loss.sum().backward()
-            last_lr = optimizer.param_groups[0]["lr"]
+            last_lr = optimizer.lr
             optimizer.step()
-            scheduler.step()
     trained = [W.detach() for W in params]
     with torch.no_grad():
         norm = sum((W ** 2).sum((-2, -1)) for W in trained)
