@@ -259,17 +259,19 @@ def fit_cells(cells: Sequence[PhaseCell], activation, lr: float, max_iters: int,
 
 
 # Per iteration, a batch costs about 70 us of dispatch plus 5 ns per element of its (B, n, k)
-# activations on one core (measured; the d-dimension of the products costs far less), so a
-# width joins the batch below it when padding those cells up costs less than a launch.
+# activations on one core (measured), so a width joins the batch below it when padding those cells
+# up costs less than a launch. The products also scale with the padded d: each batch is then cut in
+# _DIM_PARTS ranges of input dimensions (2: the default Figure 2 1.5x faster than 1; 3 was slower).
 _MERGE_ELEMENTS = 15_000
+_DIM_PARTS = 2
 
 
 def _batches(cells: list, split_widths: bool) -> list[list[int]]:
     """Cell indices grouped into padded batches: one per ``n``, or, with ``split_widths`` (on a
     CPU, where padding costs arithmetic), split between widths wherever padding the narrower
-    cells to the next width would cost more than a separate batch. The runs that go on longest
-    (small k d, which cannot fit) then no longer pay for the widest network: the default
-    Figure 2 ran 1.65x faster on one core."""
+    cells to the next width would cost more than a separate batch, and each of those cut into
+    ``_DIM_PARTS`` ranges of input dimensions. The runs that go on longest (small k d, which
+    cannot fit) then no longer pay for the widest network nor for the largest d."""
     by_key: dict[tuple[int, int], list[int]] = {}
     for i, cell in enumerate(cells):
         by_key.setdefault((int(cell.num_samples), int(cell.width) if split_widths else 0), []).append(i)
@@ -281,7 +283,18 @@ def _batches(cells: list, split_widths: bool) -> list[list[int]]:
         else:
             batches.append(list(idx))
         last_key = (n, k)
-    return batches
+    if not split_widths:
+        return batches
+    # the products cost in proportion to the padded d, so each batch is cut into _DIM_PARTS batches
+    # of consecutive input dimensions (as many cells in each as the grid allows)
+    parts = []
+    for idx in batches:
+        idx = sorted(idx, key=lambda i: int(cells[i].input_dim))
+        dims = [int(cells[i].input_dim) for i in idx]
+        cuts = sorted({dims[len(dims) * j // _DIM_PARTS] for j in range(1, _DIM_PARTS)} - {dims[0]})
+        bounds = [dims[0]] + cuts + [dims[-1] + 1]
+        parts += [[i for i, d in zip(idx, dims) if lo <= d < hi] for lo, hi in zip(bounds, bounds[1:])]
+    return [sorted(part) for part in parts if part]
 
 
 def _train_group(g: _Group, kernel, lr, max_iters, tol, div_thr, compact_every, retire, loop):

@@ -64,7 +64,7 @@ def test_padded_relu_cell_and_dead_points_match_a_direct_count():
 
 
 def test_batches_cover_every_cell_once_split_widths_only_where_padding_costs_more():
-    from paperlib.papers.moderate_overparam.phase import _MERGE_ELEMENTS, _batches
+    from paperlib.papers.moderate_overparam.phase import _DIM_PARTS, _MERGE_ELEMENTS, _batches
     # the default Figure 2 grid: 75 cells per width at n = 100, so widths split on a CPU
     cells = phase_cells([100], range(1, 26), range(1, 26), trials=3)
     for split in (False, True):
@@ -74,11 +74,20 @@ def test_batches_cover_every_cell_once_split_widths_only_where_padding_costs_mor
             assert len({cells[i].num_samples for i in b}) == 1
     assert len(_batches(cells, split_widths=False)) == 1
     split = _batches(cells, split_widths=True)
-    assert 5 < len(split) < 25
-    # widths merge exactly while padding the batch below costs at most _MERGE_ELEMENTS
-    for below, above in zip(split, split[1:]):
-        k_below, k_above = max(cells[i].width for i in below), min(cells[i].width for i in above)
-        assert 100 * len(below) * (k_above - k_below) > _MERGE_ELEMENTS
+    # on a CPU each range of widths is cut into _DIM_PARTS ranges of consecutive input dimensions,
+    # the same ones for every range of widths
+    dim_ranges = [(min(cells[i].input_dim for i in b), max(cells[i].input_dim for i in b)) for b in split]
+    assert sorted(set(dim_ranges)) == [(1, 12), (13, 25)] and _DIM_PARTS == 2
+    for b, (low, high) in zip(split, dim_ranges):
+        assert {cells[i].input_dim for i in b} == set(range(low, high + 1))
+    for rng in [(1, 12), (13, 25)]:
+        same_dims = [b for b, r in zip(split, dim_ranges) if r == rng]
+        assert 5 < len(same_dims) < 25
+        # widths merge exactly while padding the batch below costs at most _MERGE_ELEMENTS (counted on the
+        # whole range of widths before the cut: 75 cells per width)
+        for below, above in zip(same_dims, same_dims[1:]):
+            k_below, k_above = max(cells[i].width for i in below), min(cells[i].width for i in above)
+            assert 100 * 75 * len({cells[i].width for i in below}) * (k_above - k_below) > _MERGE_ELEMENTS
     # small problems (a few trials per width) stay one batch per n: launches cost more than padding
     small = phase_cells([12, 24], [2, 4, 6, 8, 10, 12], [8], trials=2)
     assert len(_batches(small, split_widths=True)) == 2
