@@ -399,7 +399,7 @@ class DeepNetwork:
 
     def train(self):
         """Every corruption level in turn; the test Jacobians for the clean and the 50 % runs (Tables 1, 2; at
-        smoke only the 50 % run's) and, for the 50 % run, the Jacobians at the dip."""
+        ``all_table_jacobians`` false, only the 50 % run's) and, for the 50 % run, the Jacobians at the dip."""
         P, split, device = self.P, self.split, self.device
         for level in P.corruption_levels:
             labels, _ = data.corrupt_labels(split.y_train, level, NUM_CLASSES, P.corruption_mode,
@@ -413,13 +413,13 @@ class DeepNetwork:
                                     clean_labels=split.y_train.to(device), clean_test_labels=split.y_test.to(device))
             entry = dict(labels=labels, hist=hist, y=multiclass.stack_outputs(data.one_hot(labels, NUM_CLASSES).double()),
                          model=model, final_train=self.space(model, split.X_train, ("final", level)), dip_epoch=hist.best_epoch)
-            if level == 0.5 or (level == 0 and P.preset != "smoke"):
+            if level == 0.5 or (level == 0 and P.all_table_jacobians):
                 entry["final_test"] = self.space(model, split.X_test, ("final-test", level))
             if level == 0.5:
                 dip_model = self.fresh_model()
                 dip_model.load_state_dict(hist.snapshots[entry["dip_epoch"]])
                 entry["dip_test"] = self.space(dip_model, split.X_test, "dip-test")
-                if P.preset != "smoke":
+                if P.all_table_jacobians:
                     entry["dip_train"] = self.space(dip_model, split.X_train, "dip-train")
             self.runs[level] = entry
             self.log.append(f"corruption {level:.2f}: {epochs} epochs, final train error (given labels) "
