@@ -1,14 +1,13 @@
-"""Settings shared by every torch optimizer of the trainers, in a module of its own so that importing it
-pulls in nothing else (a chapter's cache stamp covers the modules it imports)."""
+"""Settings shared by every torch optimizer of the trainers, and :class:`FlatAdam`; this module imports
+no other paperlib module (a chapter's cache stamp covers the modules it imports)."""
+
+import torch
 
 #: ``foreach=`` for every torch optimizer here: the multi-tensor update gives bit-for-bit the same
 #: parameters as the default per-tensor loop on a CPU (tested), with fewer launches (Adam's step on
 #: bottleneck's stacked networks 1.5x faster on one core); on a GPU it is torch's default anyway.
 #: (``fused=True`` is faster still but rounds differently, so it would move results.)
 FOREACH = True
-
-
-import torch  # noqa: E402  (below FOREACH, which the modules above need without torch's import cost)
 
 
 class FlatAdam:
