@@ -63,6 +63,19 @@ def test_degree_eigenvalues_match_brute_force_walsh(name):
         assert np.abs(brute[sizes == ell] - mu[ell]).max() / scale < 1e-9
 
 
+@pytest.mark.parametrize("name", hc.KERNEL_NAMES)
+def test_gram_on_the_cube_is_the_direct_evaluation_bit_for_bit(name):
+    # the lookup over the d + 1 values of <x, x'> must give exactly kappa(X1 X2^T / d) element by element
+    # (the ledgers depend on it); sizes that leave vector tails, and one off-cube input that takes the direct path
+    generator = torch.Generator().manual_seed(3)
+    for d, n1, n2 in ((16, 517, 203), (30, 64, 1), (7, 1, 9)):
+        kernel = hc.dot_kernel(name, d)
+        X1, X2 = hc.hypercube(n1, d, generator), hc.hypercube(n2, d, generator)
+        assert torch.equal(kernel.gram(X1, X2), kernel(X1 @ X2.T / d))
+    X_off = X1 / 2
+    assert torch.equal(kernel.gram(X_off, X2), kernel(X_off @ X2.T / d))
+
+
 def test_degree_eigenvalues_diagonalize_the_full_gram():
     d = 6
     kernel = hc.dot_kernel("ntk3", d)
