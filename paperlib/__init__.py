@@ -24,8 +24,9 @@ unit tests (``tests/`` mirrors this tree):
   and MNIST-1D)
 - ``papers/<slug>/``  one package per chapter, named by ``notebooks/<slug>.md``. Each has
   ``experiments`` (one function, or one method of a study object, per section of the chapter:
-  it runs the section and returns its measurements; the chapter records the claims) and
-  ``figures`` (the chapter's figures from those measurements), beside the paper's own machinery:
+  it runs the section and returns its measurements; the chapter records the claims),
+  ``figures`` (the chapter's figures from those measurements) and ``claims.yaml`` (what each
+  claim says, declared once), beside the paper's own machinery:
   ``moderate_overparam`` (``overparam``, ``phase``), ``jacobian_lowrank`` (``multiclass``,
   ``resnet``), ``resnet_beyond_kernels`` (``hypercube``, ``hiernet``), ``bottleneck``
   (``deepfc``, ``repcost``), ``manifold_lsh`` (``manifolds``)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paperlib.core import devices, params, plotting
-from paperlib.core.ledger import Ledger, cell_claims_markdown
+from paperlib.core.ledger import Ledger, cell_claims_markdown, declared_claims
 from paperlib.core.seeding import seed_everything
 
 
@@ -80,7 +80,7 @@ def open_chapter(paper: str, namespace: dict) -> Chapter:
     P = params.resolve(paper, namespace)
     seed_everything(P.seed)
     device = devices.pick_device(P.device)
-    ledger = Ledger(paper, P, device=devices.describe(device))
+    ledger = Ledger(paper, P, device=devices.describe(device), declared=declared_claims(paper))
     plotting.use_style()
     show_claims_under_each_cell(ledger)
     _show(reproduce_markdown(paper, P.preset, P.seed, P.overrides, devices.describe(device)),

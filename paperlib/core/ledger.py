@@ -191,30 +191,86 @@ class Claim(dict):
         pass
 
 
+DECLARED_FIELDS = ("source", "statement", "kind", "robust", "note", "paper_value")
+
+
+def claims_file(paper: str, package_dir: Path | None = None) -> Path:
+    """``paperlib/papers/<paper package>/claims.yaml``: what each claim of the paper says."""
+    package_dir = package_dir or Path(__file__).resolve().parents[1]
+    return package_dir / "papers" / paper.replace("-", "_") / "claims.yaml"
+
+
+def declared_claims(paper: str) -> dict:
+    """The claims a paper declares once (id -> source, statement, kind, robust, note, paper value), so that the
+    chapter's cells record only the measurement, the prediction and the check; {} when there is no file."""
+    import yaml
+
+    path = claims_file(paper)
+    if not path.exists():
+        return {}
+    declared = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    for claim_id, facts in declared.items():
+        unknown = sorted(set(facts) - set(DECLARED_FIELDS))
+        if unknown or facts.get("kind", EXPLORATORY) not in KINDS:
+            raise LedgerError(f"{path}: claim {claim_id!r} has unknown fields {unknown} or kind {facts.get('kind')!r}; "
+                              f"the fields are {', '.join(DECLARED_FIELDS)}")
+    return declared
+
+
 class Ledger:
     """Collects the claims of one chapter and writes them as JSON."""
 
-    def __init__(self, paper: str, params, seed: int | None = None, device: str = "cpu"):
+    def __init__(self, paper: str, params, seed: int | None = None, device: str = "cpu",
+                 declared: dict | None = None):
         self.paper = paper
         self.params = params
         self.seed = seed if seed is not None else params.values.get("seed")
         self.device = device
+        self.declared = declared or {}  # claim id -> what the paper package's claims.yaml says of it
         self.claims: list[dict] = []
         self.started = time.perf_counter()
 
+    def _facts(self, claim_id: str, fill: dict | None = None, **given) -> tuple[str, dict]:
+        """A claim's id, and its source, statement, kind, robustness, note and paper value: declared once in the
+        paper package's ``claims.yaml``, or given by the cell; never both. With ``fill``, the declared id and
+        statement are templates (a family of claims, one per activation say) and ``fill`` gives their
+        ``{placeholders}``."""
+        declared = self.declared.get(claim_id, {})
+        if fill is not None:
+            if not declared:
+                raise ValueError(f"claim {claim_id!r}: fill= is given but claims.yaml declares no such template")
+            claim_id = claim_id.format(**fill)
+            declared = dict(declared, statement=declared["statement"].format(**fill))
+        twice = sorted(name for name, value in given.items() if value is not None and name in declared)
+        if twice:
+            raise ValueError(f"claim {claim_id!r}: {', '.join(twice)} declared in claims.yaml and given again here; "
+                             "say it in one place")
+        facts = {**declared, **{name: value for name, value in given.items() if value is not None}}
+        missing = [name for name in ("source", "statement") if name not in facts]
+        if missing:
+            raise ValueError(f"claim {claim_id!r}: no {' or '.join(missing)}; declare the claim in its paper's "
+                             "claims.yaml or pass them to record()")
+        return claim_id, facts
+
     # -- recording
-    def record(self, claim_id: str, source: str, statement: str, *, kind: str, measured, predicted,
-               check: Check, paper_value=None, assumption: tuple[bool, str] | None = None,
-               enough_data: tuple[bool, str] | None = None, robust: bool = False,
-               note: str = "") -> dict:
+    def record(self, claim_id: str, source: str | None = None, statement: str | None = None, *,
+               kind: str | None = None, measured, predicted, check: Check, paper_value=None,
+               assumption: tuple[bool, str] | None = None, enough_data: tuple[bool, str] | None = None,
+               robust: bool | None = None, note: str | None = None, fill: dict | None = None) -> dict:
         """Record one claim and compute its verdict.
 
         ``kind`` is ``"prediction"``, ``"bound"`` or ``"consistency"`` (see the module
         docstring); a bound must pass ``assumption``, (holds, description) of the theorem's
         hypothesis at our scale. ``enough_data`` is (enough, description). ``robust`` marks
         claims that hold at every seed: a property of the claim, never of the preset;
-        CI asserts it at several seeds.
+        CI asserts it at several seeds. ``source``, ``statement``, ``kind``, ``robust``, ``note``
+        and ``paper_value`` may instead be declared in the paper's ``claims.yaml`` (``fill``: the values of a
+        declared template's placeholders).
         """
+        claim_id, facts = self._facts(claim_id, fill, source=source, statement=statement, kind=kind, robust=robust,
+                                      note=note, paper_value=paper_value)
+        source, statement, kind = facts["source"], facts["statement"], facts.get("kind")
+        robust, note, paper_value = facts.get("robust", False), facts.get("note", ""), facts.get("paper_value")
         self._check_new(claim_id)
         if kind not in (PREDICTION, BOUND, CONSISTENCY):
             raise ValueError(f"claim {claim_id!r}: kind must be 'prediction', 'bound' or 'consistency', "
@@ -237,10 +293,16 @@ class Ledger:
         self.claims.append(entry)
         return Claim(entry)
 
-    def observe(self, claim_id: str, source: str, statement: str, *, measured, paper_value=None,
-                note: str = "") -> dict:
+    def observe(self, claim_id: str, source: str | None = None, statement: str | None = None, *, measured,
+                paper_value=None, note: str | None = None, fill: dict | None = None) -> dict:
         """Record an exploratory measurement: shown beside the claims, with no verdict
         (nothing is predicted for it, or its only reference number came from a calibration run)."""
+        claim_id, facts = self._facts(claim_id, fill, source=source, statement=statement, note=note,
+                                      paper_value=paper_value)
+        if facts.get("kind", EXPLORATORY) != EXPLORATORY:
+            raise ValueError(f"claim {claim_id!r} is declared a {facts['kind']}: record it with record(), not observe()")
+        source, statement = facts["source"], facts["statement"]
+        note, paper_value = facts.get("note", ""), facts.get("paper_value")
         self._check_new(claim_id)
         entry = {"id": claim_id, "kind": EXPLORATORY, "source": source, "statement": statement,
                  "predicted": None, "measured": _jsonable(measured), "paper_value": _jsonable(paper_value),

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from paperlib.core import params as P
-from paperlib.core.ledger import validate_ledger
+from paperlib.core.ledger import claims_file, validate_ledger
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
@@ -112,12 +112,12 @@ def execute_with_kernel_retry(papermill, source: Path, executed: Path, parameter
 
 def content_stamp(paper: str, preset: str) -> str:
     """A hash of everything a chapter's results depend on: the notebook, its presets and schema,
-    the paperlib modules it imports (directly or through other modules), the runner that executes
+    its paper's claims.yaml, the paperlib modules it imports (directly or through other modules), the runner that executes
     it and the pinned requirements. A change to a module the chapter never imports does not
     re-execute it. (Jupyter Book's own cache looks at the notebook's code cells only.)"""
     digest = hashlib.sha256(preset.encode())
     files = [notebook_path(paper)] + sorted((P.PRESET_DIR / paper).glob("*.yaml"))
-    files += stamp_modules(paper) + [P.REPO_ROOT / "requirements.txt"]
+    files += stamp_modules(paper) + [claims_file(paper, PACKAGE_DIR), P.REPO_ROOT / "requirements.txt"]
     for path in files:
         if path.exists():
             digest.update(str(path.relative_to(P.REPO_ROOT)).encode())

@@ -17,6 +17,26 @@ from paperlib.core import params as P
 SLUG = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
+CLAIMS = """\
+# What each claim of this chapter says, declared once: its source, statement, kind, whether it
+# holds at every seed (robust), a standing note and the paper's own number. The chapter's cells
+# record only the measurement, the prediction and the check (paperlib.core.ledger.Ledger.record).
+# An id or statement with {placeholders} is a template for a family of claims: the cell passes the
+# values with fill=dict(...), and a literal brace in a template is doubled ({{±1}}). Claims whose
+# statement quotes computed numbers keep their statement in the cell.
+gd-contraction-rate:
+  source: Theory
+  statement: The residual contracts by 1 - eta lambda_min per step (fitted over the second half of the run).
+  kind: prediction
+  robust: true
+spectrum-positive:
+  source: Setup
+  statement: "X has full column rank: lambda_min(X^T X) > 0."
+  kind: consistency
+  note: n >= d Gaussian rows have full rank with probability one.
+"""
+
+
 def package_name(slug: str) -> str:
     """``paperlib.papers.<name>`` for a chapter slug: hyphens become underscores."""
     return slug.replace("-", "_")
@@ -38,6 +58,7 @@ def create_chapter(slug: str, title: str, root: Path | None = None) -> list[Path
         root / "notebooks" / "presets" / slug / "controls.yaml": CONTROLS,
         root / "paperlib" / "papers" / name / "__init__.py": f'"""{title}: this chapter\'s experiments."""\n',
         root / "paperlib" / "papers" / name / "experiments.py": EXPERIMENTS,
+        root / "paperlib" / "papers" / name / "claims.yaml": CLAIMS,
         root / "tests" / "papers" / name / f"test_{name}_experiments.py": TEST.format(name=name),
     }
     existing = [path for path in files if path.exists()]
@@ -218,12 +239,9 @@ predicted_rate = abs(1 - lr * float(eigenvalues[0]))
 norms = gd_residuals(X, y, lr, P.steps).numpy()
 half = P.steps // 2
 measured_rate = float(np.exp(np.polyfit(np.arange(half, P.steps + 1), np.log(norms[half:]), 1)[0]))
-ledger.record("gd-contraction-rate", "Theory", "The residual contracts by 1 - eta lambda_min per step "
-              "(fitted over the second half of the run).", kind="prediction", measured=measured_rate,
-              predicted=predicted_rate, check=L.close(rtol=P.rate_rtol), robust=True)
-ledger.record("spectrum-positive", "Setup", "X has full column rank: lambda_min(X^T X) > 0.",
-              kind="consistency", measured=float(eigenvalues[0]), predicted=0.0, check=L.at_least(),
-              note="n >= d Gaussian rows have full rank with probability one.")
+# what each claim says is declared once, in paperlib/papers/{name}/claims.yaml
+ledger.record("gd-contraction-rate", measured=measured_rate, predicted=predicted_rate, check=L.close(rtol=P.rate_rtol))
+ledger.record("spectrum-positive", measured=float(eigenvalues[0]), predicted=0.0, check=L.at_least())
 print(f"eta = {{lr:.3g}}; predicted rate {{predicted_rate:.4f}}, measured {{measured_rate:.4f}}")
 ```
 

@@ -123,6 +123,13 @@ def test_a_chapter_stamp_covers_the_modules_it_imports_and_no_others(tmp_path, m
     hiernet = package / "papers" / "resnet_beyond_kernels" / "hiernet.py"
     hiernet.write_text(hiernet.read_text() + "\n# edit\n")
     assert runner.content_stamp("bottleneck", "smoke") == before
+    claims = package / "papers" / "resnet_beyond_kernels" / "claims.yaml"
+    claims.write_text(claims.read_text() + "\n# edit\n")
+    assert runner.content_stamp("bottleneck", "smoke") == before
+    claims = package / "papers" / "bottleneck" / "claims.yaml"  # what the chapter's claims say
+    claims.write_text(claims.read_text() + "\n# edit\n")
+    assert runner.content_stamp("bottleneck", "smoke") != before
+    before = runner.content_stamp("bottleneck", "smoke")
     seeding = package / "core" / "seeding.py"
     seeding.write_text(seeding.read_text() + "\n# edit\n")
     assert runner.content_stamp("bottleneck", "smoke") != before

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import pytest
 
@@ -159,7 +160,7 @@ def test_headline_counts_only_predictions_as_reproductions():
 
 def test_kinds_are_required_and_a_bound_needs_its_assumption():
     ledger = make_ledger()
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="kind must be"):  # not given and not declared
         ledger.record("x", "s", "s", measured=1, predicted=1, check=L.at_most())
     with pytest.raises(ValueError, match="kind"):
         ledger.record("x", "s", "s", kind="guess", measured=1, predicted=1, check=L.at_most())
@@ -260,3 +261,62 @@ def test_verdicts_tables_give_each_claim_a_stable_anchor():
              "measured": 1.0, "paper_value": 0.5, "tolerance": "", "check": None, "verdict": "reproduced", "why": "w"}
     table = claims_table_markdown([claim])
     assert '| <span id="claim-A7-fc-miss-G"></span>`A7-fc-miss-G` (Thm 1) | s (paper: 0.5) | 1 | 1 | - | reproduced |' in table
+
+
+# ---------------------------------------------------------------- claims declared in claims.yaml
+
+DECLARED = {"rate": {"source": "Theorem 2", "statement": "The residual contracts at rate 1 - eta lambda.",
+                     "kind": "prediction", "robust": True, "note": "A standing note."},
+            "seen": {"source": "Fig. 3", "statement": "The loss curve.", "kind": "exploratory", "paper_value": "0.1"},
+            "gap-{name}-n{n}": {"source": "Fig. 2", "statement": "{name}, n={n:d}: a gap on {{±1}}^d.",
+                                "kind": "prediction"}}
+
+
+def declared_ledger():
+    params = Params(paper="demo", values={"preset": "smoke", "seed": 3}, overrides={})
+    return L.Ledger("demo", params, declared=DECLARED)
+
+
+def test_a_declared_claim_is_recorded_with_only_its_measurement():
+    ledger = declared_ledger()
+    entry = ledger.record("rate", measured=0.5, predicted=0.5, check=L.close(atol=0.01))
+    assert (entry["source"], entry["statement"], entry["kind"], entry["robust"]) == (
+        "Theorem 2", "The residual contracts at rate 1 - eta lambda.", "prediction", True)
+    assert entry["verdict"] == "reproduced" and entry["why"].endswith("A standing note.")
+    seen = ledger.observe("seen", measured=0.2)
+    assert seen["paper_value"] == "0.1" and seen["kind"] == "exploratory"
+
+
+def test_a_declared_template_names_each_claim_of_its_family():
+    ledger = declared_ledger()
+    for name in ("relu", "softplus"):
+        ledger.record("gap-{name}-n{n}", measured=1.0, predicted=1.0, check=L.close(atol=0.1), fill=dict(name=name, n=20))
+    assert [(c["id"], c["statement"]) for c in ledger.claims] == [
+        ("gap-relu-n20", "relu, n=20: a gap on {±1}^d."), ("gap-softplus-n20", "softplus, n=20: a gap on {±1}^d.")]
+    with pytest.raises(ValueError, match="no such template"):
+        ledger.record("other-{name}", measured=1.0, predicted=1.0, check=L.close(atol=0.1), fill=dict(name="relu"))
+
+
+def test_a_claim_said_twice_or_never_is_refused_by_name():
+    ledger = declared_ledger()
+    with pytest.raises(ValueError, match="'rate': statement declared in claims.yaml"):
+        ledger.record("rate", statement="Another wording.", measured=0.5, predicted=0.5, check=L.close(atol=0.01))
+    with pytest.raises(ValueError, match="'undeclared': no source or statement"):
+        ledger.record("undeclared", kind="prediction", measured=0.5, predicted=0.5, check=L.close(atol=0.01))
+    with pytest.raises(ValueError, match="'rate' is declared a prediction"):
+        ledger.observe("rate", measured=0.5)
+    assert ledger.claims == []
+
+
+@pytest.mark.parametrize("paper", ["bottleneck", "jacobian-lowrank", "manifold-lsh", "moderate-overparam",
+                                   "resnet-beyond-kernels"])
+def test_every_declared_claim_is_recorded_by_its_chapter(paper):
+    # a declared claim that no cell records any more is stale: its chapter must name it
+    from paperlib.core.params import NOTEBOOK_DIR
+
+    text = (NOTEBOOK_DIR / f"{paper}.md").read_text(encoding="utf-8")
+    declared = L.declared_claims(paper)
+    assert declared, f"{paper} declares no claims"
+    # recorded by ledger.record/observe or a chapter's wrapper of them (jacobian-lowrank's record_r)
+    assert [claim_id for claim_id in declared if not re.search(r'\b(record|observe|record_r)\("' + re.escape(claim_id) + '"',
+                                                                text)] == []
