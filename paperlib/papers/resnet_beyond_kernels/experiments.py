@@ -408,6 +408,24 @@ class Study:
         out.last_errors = [r["error"] for (method, m), r in out.width_kernels.items() if method.startswith("last")]
         return out
 
+    def closing_sentences(self, width_study: SimpleNamespace) -> str:
+        """The verdicts' opening lines, from the run: the ResNet against the kernels at N = ``focus_num_train``, the
+        N at which D3 puts the first dot-product kernel below 0.95 k α², and Theorem 3's random-feature map."""
+        P, resnet, n_focus, sentences = self.P, "3resnet(all)", self.P.focus_num_train, []
+        if resnet in {label for label, _, _ in self.net_results}:
+            kernel_at_focus = [r["error"] for (m, nn), r in self.kernel_results.items() if nn == n_focus]
+            sentences.append(f"At N = {n_focus} the ResNet's median test error is {self.median(resnet, n_focus):.3g} "
+                             f"against k α² = {self.T:.3g}"
+                             + (f" and {min(kernel_at_focus):.3g} for the best kernel measured" if kernel_at_focus else "")
+                             + ".")
+        first_cross = min((n for n in self.cross.values() if n), default=None)
+        sentences.append("The D3 prediction puts the first dot-product kernel below 0.95 k α² at "
+                         + (f"N ≈ {first_cross:.2g}." if first_cross else "no N up to 10^7."))
+        sentences.append(f"Theorem 3's random-feature map (D = {P.rf_features}) reaches test error "
+                         f"{width_study.rf_error:.3g} with F-coefficient {width_study.rf_f:.2f} (β = {P.beta:g}) and "
+                         f"ĝ = {width_study.rf_g:+.2f}.")
+        return " ".join(sentences)
+
     def paper_points(self) -> dict:
         """3resnet at the paper's headline points (N = 500 all layers, N = 1000 hidden layers; ``paper_width``,
         ``paper_epochs``, ``paper_weight_decays``), selected on validation, and the test errors the paper's protocol
