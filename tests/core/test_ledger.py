@@ -320,3 +320,11 @@ def test_every_declared_claim_is_recorded_by_its_chapter(paper):
     # recorded by ledger.record/observe or a chapter's wrapper of them (jacobian-lowrank's record_r)
     assert [claim_id for claim_id in declared if not re.search(r'\b(record|observe|record_r)\("' + re.escape(claim_id) + '"',
                                                                 text)] == []
+
+
+def test_a_claims_file_with_an_unknown_field_is_refused_with_its_path(tmp_path, monkeypatch):
+    path = tmp_path / "claims.yaml"
+    path.write_text("rate:\n  source: Theorem 2\n  statment: a misspelt field\n", encoding="utf-8")
+    monkeypatch.setattr(L, "claims_file", lambda paper, package_dir=None: path)
+    with pytest.raises(L.LedgerError, match=r"claims.yaml: claim 'rate' has unknown fields \['statment'\]"):
+        L.declared_claims("demo")
