@@ -39,6 +39,8 @@ A1_WIDTH = 100  # the width of the networks whose Jacobian Grams are averaged fo
 LINEARIZED_MIN_WIDTH = 500  # spec A7: the linearized rate is judged at widths k >= 500
 THEOREMS = {"softplus": "Thm 6.2 (Thm 2.1)", "relu": "Thm 6.3 (Thm 2.3)"}  # the meta-theorems behind the lazy claims
 NUM_BOOT = 200  # bootstrap replicates over the trials of every cell (k* and its exponents)
+THEORY_EXPONENT = {"softplus": 2, "relu": 4}  # k*(n) ~ n^a: the widths Thms 2.1 / 2.3 need grow like n^2 / n^4
+CONJECTURE_EXPONENT_RANGE = {"softplus": (0.8, 1.6), "relu": (0.8, 1.8)}  # accepted exponents near 1 (Sec. 4)
 
 
 def learning_rates(P) -> dict:
@@ -464,7 +466,25 @@ def thresholds(P, sweeps, name) -> SimpleNamespace:
     _, out.slice_low, out.slice_high, out.slice_unreached = (overparam.bootstrap_threshold_exponent(
         n_sl[ends], P.slice_widths, sl_trials[ends], num_boot=NUM_BOOT, seed=P.seed)
         if len(n_sl) >= 2 else (float("nan"),) * 4)
+    out.notes = threshold_notes(P, out)
     return out
+
+
+def threshold_notes(P, t: SimpleNamespace) -> dict:
+    """The notes of the three threshold claims: bootstrap intervals of k* and of the exponents."""
+    n_arr, n_sl = np.array(P.kn_num_samples), np.array(P.slice_num_samples)
+    return {
+        "k-star": (f"Bootstrap 95% intervals over trials ({NUM_BOOT} replicates; inf: more than 2.5% of the replicates "
+                   "do not reach the crossing inside the k grid): " + interval_text(n_arr, *t.kn_interval) + "."),
+        "exponent": (f"Bootstrap over trials ({NUM_BOOT} replicates): 95% interval [{t.low:.2f}, {t.high:.2f}] over the "
+                     f"replicates that reach every crossing; fraction of replicates with a crossing not reached "
+                     f"{t.unreached:.2f}."),
+        "slice": ("k* per n: " + ", ".join(f"n={n}: {k:.1f}" for n, k in zip(n_sl, t.sl_star))
+                  + f" (nan: not reached); bootstrap 95% intervals ({NUM_BOOT} replicates): "
+                  + interval_text(n_sl, *t.sl_interval) + f". Exponent: 95% interval [{t.slice_low:.2f}, "
+                  f"{t.slice_high:.2f}] over the replicates that reach both crossings; fraction not reaching "
+                  f"them {t.slice_unreached:.2f}."),
+    }
 
 
 def interval_text(ns, low, high) -> str:
