@@ -87,6 +87,11 @@ def test_every_page_loads_without_errors_and_typesets_its_maths(browser, book_ur
     assert not failures, "\n" + report(failures)
 
 
+def test_the_root_redirect_finds_the_book_icon(book_root):
+    # the redirect names no icon, so a browser asks for /favicon.ico, sometimes before it redirects
+    assert (book_root / "favicon.ico").read_bytes() == (book_root / "_static" / "favicon.png").read_bytes()
+
+
 def test_every_image_loads(browser, book_url, pages):
     failures = {}
     for rel in pages:
