@@ -247,16 +247,30 @@ class Study:
                        if r["kind"] == "inf"]
         # for any kernel (Theorem 2's argument, D4 averaged over S) the G-part alone costs at least k α² (1 − N/binom(30, 8))
         out.g_part_floor = min(self.T * (1 - n / math.comb(d_in, 8)) for n in self.kernel_sizes)
+        # Theorem 2 per family of kernels, the smallest test error and largest |ĝ| over kernels and N, beside what the
+        # theory predicts: for the dot-product kernels D3's error and L_8 at the selected ridge; for the networks'
+        # kernels the G-part floor above (and ĝ = 0)
+        out.families = {}
+        for kind, label in (("inf", "infinite-width"), ("network", "empirical NTK and last-layer")):
+            chosen = [r for r in self.kernel_results.values() if r["kind"] == kind]
+            inf = kind == "inf"
+            out.families[kind] = SimpleNamespace(
+                label=label, error=min(r["error"] for r in chosen), g=max(abs(r["g"]) for r in chosen),
+                predicted_error=min(r["predicted"] for r in chosen) if inf else out.g_part_floor,
+                predicted_g=max(r["g_predicted"] for r in chosen) if inf else 0.0,
+                predicted_text="the smallest D3 error" if inf else "the G-part floor k α² (1 − N/binom(30,8))",
+                g_predicted_text="the largest D3 learnability L_8" if inf else "0")
         return out
 
-    def degrees_of_freedom(self) -> list:
+    def degrees_of_freedom(self) -> SimpleNamespace:
         """D4 on {±1}^``dof_input_dim`` with parities of degree ``dof_degree``, per N of ``dof_num_train``: the rank of
         M_S'n = χ_S'(x_n), the best G-risk over S against α²(1 − N/binom), the fraction of S above α²/2, and kernel
-        ridge regression's G-risk for one fixed S (Walsh coefficients of its predictions on the whole cube)."""
+        ridge regression's G-risk for one fixed S (Walsh coefficients of its predictions on the whole cube). Returns
+        the rows, their table, the number of subsets binom(d, q) and the rows where Markov's inequality says
+        something (2N < binom(d, q))."""
         P = self.P
         d_s, q = P.dof_input_dim, P.dof_degree
         subsets = [s for s in range(2 ** d_s) if bin(s).count("1") == q]
-        self.dof_subsets = len(subsets)
         S_fixed = subsets[0]
         subset_bits = torch.tensor([[(s >> i) & 1 for i in range(d_s)] for s in subsets], dtype=torch.bool)
         full_cube = hc.all_points(d_s)
@@ -282,7 +296,12 @@ class Study:
                              bound=float(hc.degrees_of_freedom_bound(P.alpha, n, d_s, q)),
                              frac_half=float((min_risk >= P.alpha ** 2 / 2).float().mean()), fixed_min=float(min_risk[0]),
                              krr=krr_risk))
-        return rows
+        table = ("| N | rank M | mean over S of min G-risk | α²(1 − N/binom) | fraction of S with min risk ≥ α²/2 | "
+                 "min risk, fixed S | KRR G-risk, fixed S |\n|---|---|---|---|---|---|---|\n" + "\n".join(
+                     f"| {r['n']} | {r['rank']} | {r['mean_min']:.4f} | {r['bound']:.4f} | {r['frac_half']:.3f} | "
+                     f"{r['fixed_min']:.4f} | {r['krr']:.4f} |" for r in rows))
+        return SimpleNamespace(rows=rows, table=table, subsets=len(subsets),
+                               markov_rows=[r for r in rows if 2 * r["n"] < len(subsets)])
 
     # -------------------------------------------------------------- §4–6 networks
 
@@ -370,6 +389,12 @@ class Study:
                 err, g, f = self.score(pred, self.X_test)
                 out.regimes[when] = dict(error=float(err), g=float(g), f=float(f))
             out.movement = float((trained[0] - initial[0]).norm() / initial[0].norm())
+            out.table = (f"Kernel ridge regression on y at N = {n_f} with the all-layer eNTK of 3resnet(all) "
+                         f"(k α² = {self.T:.2f}; the trained network itself: test error {self.median(resnet, n_f):.3g}):\n\n"
+                         "| eNTK at | test error | ĝ | F-coefficient |\n|---|---|---|---|\n"
+                         + "\n".join(f"| {when} | {r['error']:.3f} | {r['g']:+.3f} | {r['f']:.3f} |"
+                                      for when, r in out.regimes.items())
+                         + f"\n\n‖K_T − K_0‖_F / ‖K_0‖_F on the training set: {out.movement:.3f}")
             del initial, trained
         self.entk_init = None  # free section 3's Gram matrices
         return out
@@ -406,6 +431,11 @@ class Study:
                                           P.ridges)
         out.rf_error, out.rf_g, out.rf_f = (float(v) for v in self.score(pred_rf, self.X_test))
         out.last_errors = [r["error"] for (method, m), r in out.width_kernels.items() if method.startswith("last")]
+        out.summary = (f"median test error at N = {n_focus}: " + "; ".join(
+            f"{label} m={m}: {self.median(label, n, m):.3f}" for (label, n, m) in self.net_results if n == n_focus)
+            + f"\nrandom features (D = {P.rf_features}) at N = {n_focus}: test error {out.rf_error:.3f}, F-coefficient "
+            f"{out.rf_f:.3f} (β = {P.beta:g} when βF is fitted), ĝ {out.rf_g:+.3f}; last hidden layer at initialization "
+            f"(D = m): smallest error {min(out.last_errors):.3f}")
         return out
 
     def closing_sentences(self, width_study: SimpleNamespace) -> str:
@@ -426,10 +456,11 @@ class Study:
                          f"ĝ = {width_study.rf_g:+.2f}.")
         return " ".join(sentences)
 
-    def paper_points(self) -> dict:
+    def paper_points(self) -> SimpleNamespace:
         """3resnet at the paper's headline points (N = 500 all layers, N = 1000 hidden layers; ``paper_width``,
-        ``paper_epochs``, ``paper_weight_decays``), selected on validation, and the test errors the paper's protocol
-        (selection on the test set) gives, which are never used for a verdict."""
+        ``paper_epochs``, ``paper_weight_decays``), selected on validation: median test error and ĝ over seeds, and
+        the best kernel at N = 500 (measured, or predicted by D3). Beside them, the median test error that the paper's
+        protocol (selection on the test set) gives, which is never used for a verdict."""
         P, points = self.P, {}
         for n, train_output in ((500, True), (1000, False)):
             result, summary = self.fit("3resnet", train_output, n, P.paper_width, P.paper_epochs, P.seeds,
@@ -437,7 +468,17 @@ class Study:
             points[n, train_output] = list(summary.values())
             points[n, train_output, "test-selected"] = [
                 float(result.test_error[i]) if i is not None else math.inf for i in result.best(on="test").values()]
-        return points
+        median = lambda key, field: float(np.median([s[field] for s in points[key]]))
+        out = SimpleNamespace(points=points, error_all=median((500, True), "error"), g_all=median((500, True), "g"),
+                              error_hidden=median((1000, False), "error"), g_hidden=median((1000, False), "g"),
+                              test_selected={(n, train_output): float(np.median(points[n, train_output, "test-selected"]))
+                                             for n, train_output in ((500, True), (1000, False))})
+        out.best_kernel = min(min((self.predicted_error(name, 500) for name in P.kernels), default=np.inf),
+                              min((r["error"] for (m, nn), r in self.kernel_results.items() if nn == 500), default=np.inf))
+        out.summary = (f"N=500 all: {out.error_all:.3f} (test-selected {out.test_selected[500, True]:.3f}); "
+                       f"N=1000 hidden: {out.error_hidden:.3f} (test-selected {out.test_selected[1000, False]:.3f}); "
+                       f"best kernel at N=500: {out.best_kernel:.3f}")
+        return out
 
     def sensitivity(self) -> SimpleNamespace:
         """Figure 3 and §8.1's Experiment 2: the β sweep, the α sweep and the split control of 3resnet(all) in one

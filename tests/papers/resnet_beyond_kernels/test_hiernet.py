@@ -197,7 +197,11 @@ def test_random_relu_features_are_a_fixed_relu_map():
             value = max(0.0, float(sum(W[j, i] * X[n, i] for i in range(10)) + b[j])) / math.sqrt(5)
             # a dot product of 10 terms plus the bias, each side: 11 roundings at the scale of sum |W x| + |b|
             assert abs(float(Phi[n, j]) - value) <= rounding(scale=float((W[j].abs() * X[n].abs()).sum() + b[j].abs()), terms=11)
-    torch.testing.assert_close(hn.random_relu_features(X[:3], 5, seed=3), Phi[:3], rtol=0, atol=0)
+    # the same map on fewer rows: BLAS may pick another kernel for 3 rows than for 7 (it does on some Intel
+    # CPUs), so the last bits can differ; the same 11 roundings at the largest scale of the map bound it
+    scale = float(((X.abs() @ W.abs().T) + b.abs()).max())
+    torch.testing.assert_close(hn.random_relu_features(X[:3], 5, seed=3), Phi[:3], rtol=0,
+                               atol=rounding(scale=scale, terms=11))
     assert not torch.equal(hn.random_relu_features(X, 5, seed=4), Phi)
 
 
