@@ -314,13 +314,13 @@ class LowRankLinearModel:
         se = values.std(0) / _math.sqrt(num_draws) if num_draws > 1 else torch.full_like(mean, _math.nan)
         return PopulationLoss(*mean.tolist()), PopulationLoss(*se.tolist())
 
-    def gd_path(self, lr: float, num_iters: int, w0=None) -> torch.Tensor:
+    def gd_path(self, lr: float, num_steps: int, w0=None) -> torch.Tensor:
         r"""GD iterates :math:`w_{\tau+1} = w_\tau - \eta X^T(Xw_\tau - y)` (eq. 5.2) from ``w0``
-        (default 0), shape ``(num_iters + 1, d)``."""
+        (default 0), shape ``(num_steps + 1, d)``."""
         w = torch.zeros(self.X.shape[1], dtype=self.X.dtype) if w0 is None else \
             torch.as_tensor(w0, dtype=self.X.dtype).clone()
         path = [w.clone()]
-        for _ in range(num_iters):
+        for _ in range(num_steps):
             w = w - lr * (self.X.T @ (self.X @ w - self.y))
             path.append(w.clone())
         return torch.stack(path)

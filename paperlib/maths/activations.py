@@ -262,36 +262,6 @@ def activation_hermite_coefficients(activation: str | Activation, order: int,
     return _cached_activation_hermite(activation, derivative, order, num_nodes).clone()
 
 
-def relu_derivative_hermite_exact(order: int) -> torch.Tensor:
-    r"""Exact :math:`\mu_r(\mathbb 1\{g \ge 0\})` for :math:`r = 0..\text{order}` (float64).
-
-    Derivation: :math:`He_r\,\varphi = -(He_{r-1}\varphi)'` with :math:`\varphi` the
-    standard normal density, so for :math:`r \ge 1`
-
-    .. math:: \mathbb E[\mathbb 1\{g \ge 0\} He_r(g)] = \int_0^\infty He_r\varphi
-              = He_{r-1}(0)\,\varphi(0) = He_{r-1}(0)/\sqrt{2\pi}.
-
-    :math:`He_{r-1}(0) = 0` for even :math:`r \ge 2`, and
-    :math:`He_{2m}(0) = (-1)^m (2m)!/(2^m m!)`. Hence :math:`\mu_0 = 1/2`, the even
-    coefficients vanish, and
-
-    .. math:: \mu_{2m+1} = (-1)^m \frac{(2m)!}{2^m\, m!\,\sqrt{2\pi}\,\sqrt{(2m+1)!}},
-              \qquad \mu_{2m+1}^2 = \frac{(2m)!}{2\pi\, 4^m (m!)^2 (2m+1)}.
-
-    (0.15915, 0.026526, 0.011937, 0.007105 for m = 0..3.) Evaluated in log space.
-    """
-    if not isinstance(order, int) or order < 0:
-        raise ValueError(f"order must be a non-negative integer, got {order!r}")
-    coefficients = torch.zeros(order + 1, dtype=torch.float64)
-    coefficients[0] = 0.5
-    for r in range(1, order + 1, 2):
-        m = (r - 1) // 2
-        log_magnitude = (math.lgamma(2 * m + 1) - m * math.log(2) - math.lgamma(m + 1)
-                         - 0.5 * math.log(2 * math.pi) - 0.5 * math.lgamma(2 * m + 2))
-        coefficients[r] = (-1) ** m * math.exp(log_magnitude)
-    return coefficients
-
-
 # --------------------------------------------------------------------------- constants
 
 

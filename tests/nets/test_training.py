@@ -22,7 +22,7 @@ def _easy_problem(n=10, d=8, k=40, seed=0):
 
 def test_gd_small_step_is_monotone_and_path_exceeds_distance():
     X, y, W0, v = _easy_problem()
-    res = gd_shallow(X, y, W0, v, "softplus", lr=0.01, num_iters=200, log_every=1)
+    res = gd_shallow(X, y, W0, v, "softplus", lr=0.01, num_steps=200, log_every=1)
     assert not res.diverged and res.converged is None
     assert res.iterations == 200
     assert list(res.logged_iters) == list(range(201))
@@ -44,8 +44,8 @@ def test_gd_small_step_is_monotone_and_path_exceeds_distance():
 
 def test_gd_path_length_accumulates_every_step_when_logging_sparsely():
     X, y, W0, v = _easy_problem()
-    dense = gd_shallow(X, y, W0, v, "softplus", lr=0.05, num_iters=60, log_every=1)
-    sparse = gd_shallow(X, y, W0, v, "softplus", lr=0.05, num_iters=60, log_every=25)
+    dense = gd_shallow(X, y, W0, v, "softplus", lr=0.05, num_steps=60, log_every=1)
+    sparse = gd_shallow(X, y, W0, v, "softplus", lr=0.05, num_steps=60, log_every=25)
     assert list(sparse.logged_iters) == [0, 25, 50, 60]
     # the same arithmetic step by step (logging does not touch W): equal to rounding; rtol 1e-12
     # = 4500 eps covers 60 steps x (n + k + d) terms of a non-expanding GD map
@@ -63,7 +63,7 @@ def test_gd_path_length_accumulates_every_step_when_logging_sparsely():
 
 def test_gd_divergence_guard_reports_instead_of_raising():
     X, y, W0, v = _easy_problem()
-    res = gd_shallow(X, y, W0, v, "softplus", lr=1e3, num_iters=500)
+    res = gd_shallow(X, y, W0, v, "softplus", lr=1e3, num_steps=500)
     assert res.diverged
     assert res.diverged_at is not None and res.diverged_at < 500
     assert res.iterations == res.diverged_at
@@ -73,13 +73,13 @@ def test_gd_divergence_guard_reports_instead_of_raising():
 
 def test_gd_stops_at_tolerance():
     X, y, W0, v = _easy_problem(n=10, d=10, k=20)
-    res = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_iters=5000, tol=TOL, log_every=100)
+    res = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_steps=5000, tol=TOL, log_every=100)
     assert res.converged and not res.diverged
-    assert res.final_relative_residual < TOL
+    assert float(res.relative_residuals[-1]) < TOL
     assert res.iterations < 5000 and res.logged_iters[-1] == res.iterations
     # one step earlier it was not yet below the tolerance
-    again = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_iters=res.iterations - 1)
-    assert again.final_relative_residual >= TOL
+    again = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_steps=res.iterations - 1)
+    assert float(again.relative_residuals[-1]) >= TOL
 
 
 def test_is_diverged():
@@ -153,7 +153,7 @@ def test_gd_matches_an_explicit_loop():
     missing update at the end."""
     X, y, W0, v = _easy_problem(n=6, d=4, k=10)
     lr, steps = 0.05, 15
-    res = gd_shallow(X, y, W0, v, "relu", lr=lr, num_iters=steps, log_every=5)
+    res = gd_shallow(X, y, W0, v, "relu", lr=lr, num_steps=steps, log_every=5)
     W, norms = W0.clone(), []
     for t in range(steps + 1):
         r, G = shallow_residual_and_gradient(X, W, v, y, "relu")

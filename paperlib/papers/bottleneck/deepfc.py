@@ -302,19 +302,6 @@ def ntk_top_eigenvalue(layers: list, X: torch.Tensor, slope: float = 0.0, iters:
     return value
 
 
-def ntk_matrix(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tensor:
-    r"""The explicit NTK :math:`\Theta_{(i,j),(i',j')}=\sum_\ell(\alpha_{\ell-1}(x_i)\cdot\alpha_{\ell-1}(x_{i'})+1)(B_\ell(x_i)B_\ell(x_{i'})^T)_{jj'}`,
-    shape (N d_out, N d_out), sample-major; for small N d_out (checks)."""
-    _, act = masks(layers, X, slope)
-    B = backward_jacobians(layers, X, slope)
-    N, d_out = X.shape[0], layers[-1][0].shape[0]
-    theta = 0
-    for a, b in zip(act, B):
-        gram = a @ a.T + 1.0
-        theta = theta + gram[:, None, :, None] * torch.einsum("ijn,kln->ijkl", b, b)
-    return theta.reshape(N * d_out, N * d_out)
-
-
 # ------------------------------------------------------------------ weights
 
 

@@ -39,9 +39,9 @@ def init(layer_widths, seeds, device):
     return [(W.to(device), b.to(device)) for W, b in df.init_params(layer_widths, seeds)]
 
 
-def train(layer_widths, X, Y, seeds, lam, steps, lr, device):
+def train(layer_widths, X, Y, seeds, weight_decay, steps, lr, device):
     """Stacked networks of one architecture, trained together; returns the fit (weights on the CPU)."""
-    return df.train_adam(init(layer_widths, seeds, device), X, Y, weight_decay=lam, steps=steps, lr=lr)
+    return df.train_adam(init(layer_widths, seeds, device), X, Y, weight_decay=weight_decay, steps=steps, lr=lr)
 
 
 # ------------------------------------------------------------------ §1 linear networks

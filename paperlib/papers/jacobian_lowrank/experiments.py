@@ -107,7 +107,7 @@ class Mixture:
         stop = multiclass.early_stopping_quantities(eigvals, eigvecs, r0, self.rank_info, P.Gamma, lr=self.lr)
         log_every = max(1, stop.T_steps // 50)
         record = sorted(set(record) | set(np.linspace(0, stop.T_steps, 11).astype(int).tolist()))
-        run = multiclass.gd_multiclass(X, Y, W0, V, self.act, lr=self.lr, num_iters=stop.T_steps, log_every=log_every,
+        run = multiclass.gd_multiclass(X, Y, W0, V, self.act, lr=self.lr, num_steps=stop.T_steps, log_every=log_every,
                                        record_weights_at=record)
         linear = multiclass.linearized_run(eigvals, eigvecs, r0, self.lr, run.logged_iters.tolist())
         return dict(W0=W0, V=V, eigvals=eigvals, eigvecs=eigvecs, r0=r0, stop=stop, run=run, linear=linear)

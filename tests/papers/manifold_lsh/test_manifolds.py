@@ -210,7 +210,7 @@ def test_class_means_match_a_loop_with_shuffled_unequal_classes():
         torch.testing.assert_close(means[c], explicit, rtol=0, atol=rounding(float(R.abs().max()), 4))
 
 
-def hand_written_adam(Z, labels, m, A, B, lam_a, lam_b, lam_var, steps, lr):
+def hand_written_adam(Z, labels, m, A, B, weight_decay_a, weight_decay_b, variance_reg, steps, lr):
     """Objective (6) with its gradient written out by hand and Adam (betas 0.9, 0.999, eps 1e-8)
     written out by hand. Returns (A, B, the smallest |gradient entry| seen)."""
     N, D = Z.shape
@@ -231,8 +231,8 @@ def hand_written_adam(Z, labels, m, A, B, lam_a, lam_b, lam_var, steps, lr):
         A, B = params
         R = Z @ B.T
         d_out = -2 / N * weights * (Y - R @ A.T)              # d(weighted loss)/d(output), mean over N
-        grads = [d_out.T @ R + 2 * lam_a * A,
-                 (d_out @ A).T @ Z + 2 * lam_b * B + 2 * lam_var * B @ Sigma]
+        grads = [d_out.T @ R + 2 * weight_decay_a * A,
+                 (d_out @ A).T @ Z + 2 * weight_decay_b * B + 2 * variance_reg * B @ Sigma]
         smallest = min([smallest] + [float(gr.abs().min()) for gr in grads])
         for i, gr in enumerate(grads):
             first[i] = 0.9 * first[i] + 0.1 * gr
@@ -242,8 +242,8 @@ def hand_written_adam(Z, labels, m, A, B, lam_a, lam_b, lam_var, steps, lr):
     return params[0], params[1], smallest
 
 
-@pytest.mark.parametrize("lam_var", [0.0, 0.3])
-def test_train_theory_matches_hand_written_adam(lam_var):
+@pytest.mark.parametrize("variance_reg", [0.0, 0.3])
+def test_train_theory_matches_hand_written_adam(variance_reg):
     """Six full-batch Adam steps from the same initial A, B (drawn from the same generator).
     Catches: a sum instead of a mean in the loss (the loss gradient x N against the penalties), a
     missing factor 2 or a wrong lambda on a penalty, the variance term with the wrong sign or
@@ -251,12 +251,12 @@ def test_train_theory_matches_hand_written_adam(lam_var):
     m, n, D, T, lr, steps = 3, 5, 7, 4, 0.01, 6
     labels = torch.arange(m).repeat_interleave(n)
     Z = torch.relu(torch.randn(m * n, D, generator=generator(0, "theory-z"), dtype=torch.float64))
-    A, B = mf.train_theory(Z, labels, m, T, lam_a=0.05, lam_b=0.02, lam_var=lam_var, steps=steps, lr=lr,
+    A, B = mf.train_theory(Z, labels, m, T, weight_decay_a=0.05, weight_decay_b=0.02, variance_reg=variance_reg, steps=steps, lr=lr,
                            generator=generator(0, "theory-init"))
     g = generator(0, "theory-init")
     A0 = torch.randn(m, T, generator=g, dtype=torch.float64) / math.sqrt(T)
     B0 = torch.randn(T, D, generator=g, dtype=torch.float64) / math.sqrt(D)
-    A_hand, B_hand, smallest = hand_written_adam(Z, labels, m, A0, B0, 0.05, 0.02, lam_var, steps, lr)
+    A_hand, B_hand, smallest = hand_written_adam(Z, labels, m, A0, B0, 0.05, 0.02, variance_reg, steps, lr)
     assert float((A_hand - A0).abs().max()) > 0.5 * lr          # the test is not vacuous: A moved
     # The two gradients are sums over N = 15 examples and D = 7 features of O(1) terms, so they agree
     # to rounding(1, N + D). Adam divides by sqrt(v_hat) >= the smallest |gradient entry| seen, which
@@ -264,7 +264,7 @@ def test_train_theory_matches_hand_written_adam(lam_var):
     tol = rounding(lr * steps / smallest, m * n + D)
     torch.testing.assert_close(A, A_hand, rtol=0, atol=tol)
     torch.testing.assert_close(B, B_hand, rtol=0, atol=tol)
-    again = mf.train_theory(Z, labels, m, T, lam_a=0.05, lam_b=0.02, lam_var=lam_var, steps=steps, lr=lr,
+    again = mf.train_theory(Z, labels, m, T, weight_decay_a=0.05, weight_decay_b=0.02, variance_reg=variance_reg, steps=steps, lr=lr,
                             generator=generator(0, "theory-init"))
     assert torch.equal(again[0], A) and torch.equal(again[1], B)   # same generator, same process: bitwise
 

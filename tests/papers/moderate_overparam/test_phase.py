@@ -39,9 +39,9 @@ def test_padded_batched_training_equals_training_alone():
     assert together.rel_error[2] == pytest.approx(alone.rel_error[0], rel=rel)
     # and against the independent single-network implementation
     X, y, W0, v = cell_problem(target, seed=3)
-    ref = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_iters=400, tol=TOL)
+    ref = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_steps=400, tol=TOL)
     assert ref.iterations == alone.iterations[0]
-    assert ref.final_relative_residual == pytest.approx(alone.rel_error[0], rel=rel)
+    assert float(ref.relative_residuals[-1]) == pytest.approx(alone.rel_error[0], rel=rel)
     assert bool(alone.success[0]) == bool(ref.converged)
 
 
@@ -51,11 +51,11 @@ def test_padded_relu_cell_and_dead_points_match_a_direct_count():
     res = fit_cells(cells, **kw)
     for i, cell in enumerate(cells):
         X, y, W0, v = cell_problem(cell, seed=1)
-        ref = gd_shallow(X, y, W0, v, "relu", lr=0.1, num_iters=300, tol=TOL)
+        ref = gd_shallow(X, y, W0, v, "relu", lr=0.1, num_steps=300, tol=TOL)
         assert ref.iterations == res.iterations[i]
         # as above: 300 float64 steps of n + K + D = 15 + 8 + 6 terms, residuals >= 0.2 ||y||
         # (observed <= 4 eps); ReLU kinks are hit with probability 0
-        assert ref.final_relative_residual == pytest.approx(
+        assert float(ref.relative_residuals[-1]) == pytest.approx(
             res.rel_error[i], rel=rounding(5.0, terms=300 * (15 + 8 + 6)))
         Z = X @ ref.W.T
         dead = int(((Z[:, v != 0] <= 0).all(dim=1)).sum())
