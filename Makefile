@@ -56,6 +56,7 @@ benchmark: install
 	$(PY) benchmarks/hiernet_grid_and_entk.py
 	$(PY) benchmarks/mask_recursion_ntk.py
 	$(PY) benchmarks/distance_stats.py
+	$(PY) benchmarks/mlp_batched_vs_loop.py
 	$(PY) benchmarks/sweep_vs_sequential.py
 
 # JupyterLab and jupytext in the same .venv, .md chapters opening as notebooks (JupyterLab's

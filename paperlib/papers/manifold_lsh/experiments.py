@@ -266,22 +266,34 @@ class Tracks:
         return self.evaluate(fam, gen, rep, Z @ B.T @ A.T, lab, Zt @ B.T @ A.T, labt, Z @ B.T, Zt @ B.T, Xt, theta_scale,
                              extra=dict(A=A, B=B, C=C, Z=Z, Zt=Zt, lab=lab, labt=labt))
 
-    def paper(self, kind, seed_label=0, epochs=None):
-        P = self.P
-        fam, gen = self.family(kind, seed_label)
-        gam = mf.latents(P.num_manifolds, P.latent_dim, gen)
-        X, lab = fam.sample(gam, P.mlp_samples_per_manifold, P.theta_scale, gen)
-        Xt, labt = fam.sample(gam, P.test_per_manifold, P.theta_scale, gen)
-        lab = self.labels(lab, P.num_manifolds, "paper", kind, seed_label, "train")
-        labt = self.labels(labt, P.num_manifolds, "paper", kind, seed_label, "test")
-        mean, std = X.mean(0), X.std(0)
-        norm = lambda Xin: (Xin - mean) / std
-        model = mf.train_mlp(norm(X), lab, P.num_manifolds, P.mlp_width, epochs=epochs or P.mlp_epochs, batch_size=32,
-                             lr=P.mlp_lr, weight_decay=P.weight_decay, generator=gen, device=self.device)
-        rep = lambda Xin: mf.mlp_representation(model, norm(Xin))
-        with torch.no_grad():
-            out_tr, out_te = model(norm(X).float()).double(), model(norm(Xt).float()).double()
-        return self.evaluate(fam, gen, rep, out_tr, lab, out_te, labt, rep(X), rep(Xt), Xt, P.theta_scale, raw=norm(Xt))
+    def paper(self, kind):
+        """The paper-track MLP on family ``kind``. The first call trains the MLPs of every family in
+        ``generators`` together (:func:`manifolds.train_mlps`, one batched program, each run with its own
+        stream), so that a GPU runs one network's launches per step instead of one per family."""
+        if ("paper", kind) not in self.runs:
+            self._train_papers(list(dict.fromkeys([*self.P.generators, kind])))
+        return self.runs["paper", kind]
+
+    def _train_papers(self, kinds):
+        P, drawn = self.P, []
+        for kind in kinds:
+            fam, gen = self.family(kind, 0)
+            gam = mf.latents(P.num_manifolds, P.latent_dim, gen)
+            X, lab = fam.sample(gam, P.mlp_samples_per_manifold, P.theta_scale, gen)
+            Xt, labt = fam.sample(gam, P.test_per_manifold, P.theta_scale, gen)
+            lab = self.labels(lab, P.num_manifolds, "paper", kind, 0, "train")
+            labt = self.labels(labt, P.num_manifolds, "paper", kind, 0, "test")
+            drawn.append((fam, gen, X, lab, Xt, labt, X.mean(0), X.std(0)))
+        models = mf.train_mlps([((X - mean) / std, lab) for _, _, X, lab, _, _, mean, std in drawn], P.num_manifolds,
+                               P.mlp_width, epochs=P.mlp_epochs, batch_size=32, lr=P.mlp_lr,
+                               weight_decay=P.weight_decay, generators=[d[1] for d in drawn], device=self.device)
+        for kind, (fam, gen, X, lab, Xt, labt, mean, std), model in zip(kinds, drawn, models):
+            norm = lambda Xin, mean=mean, std=std: (Xin - mean) / std
+            rep = lambda Xin, model=model, norm=norm: mf.mlp_representation(model, norm(Xin))
+            with torch.no_grad():
+                out_tr, out_te = model(norm(X).float()).double(), model(norm(Xt).float()).double()
+            self.runs["paper", kind] = self.evaluate(fam, gen, rep, out_tr, lab, out_te, labt, rep(X), rep(Xt), Xt,
+                                                     P.theta_scale, raw=norm(Xt))
 
     def evaluate(self, fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt, theta_scale, raw=None, extra=None):
         P = self.P
@@ -410,31 +422,32 @@ def linear_manifolds(P, eps=1 / 1.5, delta=0.1) -> SimpleNamespace:
 
 def collapse_traces(P, tracks: Tracks, device) -> dict:
     """The mix MLP trained for ``collapse_epochs`` under both readings of the ℓ2 loss (``"sum"`` over the
-    outputs, the paper's; ``"mean"``, the earlier one), from the same data and initial weights. Per
-    reading, rows (epoch, test accuracy, ρ_test, effective rank of the test representation)."""
-    traces = {}
-    for reading in ("sum", "mean"):
+    outputs, the paper's; ``"mean"``, the earlier one), from the same data and initial weights (each reading
+    draws them from its own copy of one stream), the two trained together. Per reading, rows (epoch, test
+    accuracy, ρ_test, effective rank of the test representation)."""
+    readings, drawn = ("sum", "mean"), []
+    for _ in readings:
         fam, gen = tracks.family("mix", "collapse")
         gam = mf.latents(P.num_manifolds, P.latent_dim, gen)
         X, lab = fam.sample(gam, P.mlp_samples_per_manifold, P.theta_scale, gen)
         Xt, labt = fam.sample(gam, P.test_per_manifold, P.theta_scale, gen)
         lab = tracks.labels(lab, P.num_manifolds, "collapse", "train")
         labt = tracks.labels(labt, P.num_manifolds, "collapse", "test")
-        Xn_t = ((Xt - X.mean(0)) / X.std(0)).float()
-        rows = []
+        drawn.append((gen, (X - X.mean(0)) / X.std(0), lab, ((Xt - X.mean(0)) / X.std(0)).float(), labt))
+    rows = {reading: [] for reading in readings}
 
-        def trace(epoch, model, rows=rows, Xn_t=Xn_t, labels_t=labt):
+    def trace(epoch, models):
+        for reading, model, (_, _, _, Xn_t, labels_t) in zip(readings, models, drawn):
             Xd = Xn_t.to(next(model.parameters()).device)
             R = model[:4](Xd).double().cpu()
             accuracy = float((model(Xd).argmax(1).cpu() == labels_t).double().mean())
-            rows.append((epoch, accuracy, mf.distance_stats(R, labels_t, generator(P.seed, "pairs-collapse")).rho,
-                         mf.effective_rank(R)))
+            rows[reading].append((epoch, accuracy, mf.distance_stats(R, labels_t, generator(P.seed, "pairs-collapse")).rho,
+                                  mf.effective_rank(R)))
 
-        mf.train_mlp((X - X.mean(0)) / X.std(0), lab, P.num_manifolds, P.mlp_width, epochs=P.collapse_epochs,
-                     batch_size=32, lr=P.mlp_lr, weight_decay=P.weight_decay, generator=gen, device=device,
-                     loss=reading, on_epoch=trace)
-        traces[reading] = np.array(rows)
-    return traces
+    mf.train_mlps([(Xn, lab) for _, Xn, lab, _, _ in drawn], P.num_manifolds, P.mlp_width, epochs=P.collapse_epochs,
+                  batch_size=32, lr=P.mlp_lr, weight_decay=P.weight_decay, generators=[d[0] for d in drawn],
+                  device=device, losses=list(readings), on_epoch=trace)
+    return {reading: np.array(rows[reading]) for reading in readings}
 
 
 # ------------------------------------------------------------------ §5 real data
@@ -442,22 +455,25 @@ def collapse_traces(P, tracks: Tracks, device) -> dict:
 
 def real_data(P, device) -> list:
     """The paper-track MLP on ``real_seeds`` independent splits of the offline digits, each with its own
-    initial weights and batch order. Per split: (test accuracy, ρ_test, ρ of the standardised input,
-    test representation, test labels). Inputs are standardised with the training digits' statistics;
-    a pixel constant on them is divided by 1, not by a floor such as 1e-6 that turns one test digit
+    initial weights and batch order, the splits trained together. Per split: (test accuracy, ρ_test, ρ of the
+    standardised input, test representation, test labels). Inputs are standardised with the training digits'
+    statistics; a pixel constant on them is divided by 1, not by a floor such as 1e-6 that turns one test digit
     with ink there into an outlier of size 1e5 (which set ρ near 1 at some seeds)."""
-    runs = []
+    splits = []
     for rep_seed in range(P.real_seeds):
         split = digits.load_split(P.dataset, 1200 if P.dataset == "digits" else 4000, 500,
                                   derive_seed(P.seed, "real-split", rep_seed))
         X, X_test = split.X_train.flatten(1).double(), split.X_test.flatten(1).double()
         mean, std = X.mean(0), X.std(0)
         std = torch.where(std > 0, std, torch.ones_like(std))
-        num_classes = int(split.y_train.max()) + 1
-        model = mf.train_mlp((X - mean) / std, split.y_train, num_classes, P.mlp_width, epochs=P.real_epochs,
-                             batch_size=32, lr=P.mlp_lr, weight_decay=P.weight_decay,
-                             generator=generator(P.seed, "real", rep_seed), device=device)
-        Xn_test = (X_test - mean) / std
+        splits.append((split, (X - mean) / std, (X_test - mean) / std))
+    num_classes = int(max(split.y_train.max() for split, _, _ in splits)) + 1
+    models = mf.train_mlps([(Xn, split.y_train) for split, Xn, _ in splits], num_classes, P.mlp_width,
+                           epochs=P.real_epochs, batch_size=32, lr=P.mlp_lr, weight_decay=P.weight_decay,
+                           generators=[generator(P.seed, "real", rep_seed) for rep_seed in range(P.real_seeds)],
+                           device=device)
+    runs = []
+    for rep_seed, ((split, _, Xn_test), model) in enumerate(zip(splits, models)):
         with torch.no_grad():
             accuracy = float((model(Xn_test.float()).argmax(1) == split.y_test).double().mean())
         R = mf.mlp_representation(model, Xn_test)

@@ -340,36 +340,79 @@ def train_mlp(X: torch.Tensor, labels: torch.Tensor, num_classes: int, width: in
     batch. ``loss="mean"``: torch's ``mse_loss`` default, which also averages over the m outputs, so its data
     gradient is m times smaller against the same weight decay (the reading used before; it collapses).
     ``on_epoch(epoch, model)`` is called after every epoch (epoch counts from 1), for traces.
-    Returns the model; its representation is the penultimate post-ReLU layer."""
-    if loss not in MLP_LOSSES:
-        raise ValueError(f"loss must be one of {MLP_LOSSES}, got {loss!r}")
-    torch.manual_seed(int(torch.randint(0, 2 ** 31 - 1, (1,), generator=generator)))
-    model = torch.nn.Sequential(torch.nn.Linear(X.shape[1], width), torch.nn.ReLU(),
-                                torch.nn.Linear(width, width), torch.nn.ReLU(),
-                                torch.nn.Linear(width, num_classes))
-    decay = [p for n, p in model.named_parameters() if n.endswith("weight")]
-    rest = [p for n, p in model.named_parameters() if n.endswith("bias")]
-    opt = torch.optim.SGD([{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}], lr=lr,
-                          foreach=FOREACH)
-    model.to(device)
-    X = X.float().to(device)
-    Y = torch.nn.functional.one_hot(labels, num_classes).float().to(device)
+    Returns the model; its representation is the penultimate post-ReLU layer. One run of :func:`train_mlps`."""
+    hook = None if on_epoch is None else (lambda epoch, models: on_epoch(epoch, models[0]))
+    return train_mlps([(X, labels)], num_classes, width, epochs=epochs, batch_size=batch_size, lr=lr,
+                      weight_decay=weight_decay, generators=[generator], device=device, losses=[loss], on_epoch=hook)[0]
+
+
+def train_mlps(datasets: list, num_classes: int, width: int, *, epochs: int, batch_size: int, lr: float,
+               weight_decay: float, generators: list, device="cpu", losses=None, on_epoch=None) -> list:
+    """G independent paper-track MLPs (:func:`train_mlp`) trained as one batched program: ``datasets`` is a
+    list of (X, labels) with the same number of points, ``generators`` and ``losses`` one per run.
+
+    Each run is the one :func:`train_mlp` describes, draw for draw: its initial weights are seeded from its
+    own generator, its batch order is drawn from it every epoch, and its loss and gradients involve only its
+    own weights. The layers are batched matrix products (``baddbmm``), one SGD step updates every run, so
+    a step costs the launches of one network, not G (the GPU's bottleneck at batch size 32). On the CPU the
+    result is bit for bit that of the runs one at a time (tested). ``on_epoch(epoch, models)`` gets the G
+    networks after every epoch. Returns the G networks (``torch.nn.Sequential``, on the CPU)."""
+    losses = list(losses or ["sum"] * len(datasets))
+    if any(loss not in MLP_LOSSES for loss in losses):
+        raise ValueError(f"loss must be one of {MLP_LOSSES}, got {losses!r}")
+    if not (len(datasets) == len(generators) == len(losses)) or len({X.shape[0] for X, _ in datasets}) != 1:
+        raise ValueError("train_mlps needs one generator and one loss per dataset, and datasets of one size")
+    templates = []
+    for generator in generators:  # the initial weights of train_mlp: torch's default init, seeded from the run's stream
+        torch.manual_seed(int(torch.randint(0, 2 ** 31 - 1, (1,), generator=generator)))
+        templates.append(torch.nn.Sequential(torch.nn.Linear(datasets[0][0].shape[1], width), torch.nn.ReLU(),
+                                             torch.nn.Linear(width, width), torch.nn.ReLU(),
+                                             torch.nn.Linear(width, num_classes)))
+    weights = [torch.stack([t[i].weight.detach() for t in templates]).to(device).requires_grad_() for i in (0, 2, 4)]
+    biases = [torch.stack([t[i].bias.detach() for t in templates]).to(device).requires_grad_() for i in (0, 2, 4)]
+    opt = torch.optim.SGD([{"params": weights, "weight_decay": weight_decay}, {"params": biases, "weight_decay": 0.0}],
+                          lr=lr, foreach=FOREACH)
+    X = torch.stack([Xg.float() for Xg, _ in datasets]).to(device)                                  # (G, N, d)
+    Y = torch.stack([torch.nn.functional.one_hot(lab, num_classes).float() for _, lab in datasets]).to(device)
+    summed = torch.tensor([loss == "sum" for loss in losses], device=device)
+    num_points = X.shape[1]
     # float32 SGD amplifies the thread-dependent rounding of multi-threaded kernels into a different run:
     # on one thread the run is the same whatever OMP_NUM_THREADS says (as for the ResNet and deepfc)
     with one_cpu_thread(device):
-        for epoch in TrainingLoop(epochs, start=1, desc="SGD (MLP)"):
-            order = torch.randperm(X.shape[0], generator=generator).to(device)
-            for start in range(0, X.shape[0], batch_size):
-                idx = order[start:start + batch_size]
+        for epoch in TrainingLoop(epochs, start=1, desc=f"SGD ({len(datasets)} MLP{'s' * (len(datasets) > 1)})"):
+            order = torch.stack([torch.randperm(num_points, generator=g) for g in generators]).to(device)
+            for start in range(0, num_points, batch_size):
+                idx = order[:, start:start + batch_size, None]
                 opt.zero_grad(set_to_none=True)
-                residual = model(X[idx]) - Y[idx]
-                value = (residual ** 2).sum(1).mean() if loss == "sum" else (residual ** 2).mean()
-                value.backward()
+                out = torch.gather(X, 1, idx.expand(-1, -1, X.shape[2]))
+                for layer, (W, b) in enumerate(zip(weights, biases)):
+                    out = torch.baddbmm(b[:, None, :], out, W.transpose(1, 2))
+                    out = torch.relu(out) if layer < 2 else out
+                squared = (out - torch.gather(Y, 1, idx.expand(-1, -1, num_classes))) ** 2
+                # per run: the sum over outputs averaged over the batch ("sum"), or the mean of all entries
+                per_run = torch.where(summed, squared.sum(2).mean(1), squared.mean((1, 2)))
+                per_run.sum().backward()
                 opt.step()
             if on_epoch is not None:
                 with torch.no_grad():
-                    on_epoch(epoch, model)
-    return model.cpu()
+                    on_epoch(epoch, _networks(weights, biases))
+    return [network.cpu() for network in _networks(weights, biases)]
+
+
+def _networks(weights: list, biases: list) -> list:
+    """The G networks of :func:`train_mlps` as ``torch.nn.Sequential`` (copies, on the weights' device)."""
+    networks = []
+    for g in range(weights[0].shape[0]):
+        layers = []
+        for i, (W, b) in enumerate(zip(weights, biases)):
+            # skip_init: no draw from torch's global generator, which the next run's initial weights are seeded in
+            linear = torch.nn.utils.skip_init(torch.nn.Linear, W.shape[2], W.shape[1], device=W.device)
+            with torch.no_grad():
+                linear.weight.copy_(W[g])
+                linear.bias.copy_(b[g])
+            layers += [linear, torch.nn.ReLU()] if i < 2 else [linear]
+        networks.append(torch.nn.Sequential(*layers))
+    return networks
 
 
 def effective_rank(R: torch.Tensor) -> float:

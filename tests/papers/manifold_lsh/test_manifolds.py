@@ -334,6 +334,32 @@ def test_train_mlp_matches_hand_written_sgd_and_representation_is_penultimate(lo
         assert torch.equal(model[4](rep.float()), model(X.float()))   # the last layer maps it to the output
 
 
+def test_train_mlps_trains_each_run_as_train_mlp_does():
+    """Three runs trained as one batched program (own data, stream and loss each) against each run alone:
+    the same initial weights, batch orders and updates, so the same networks up to the float32 rounding of
+    the batched products (the test that the batched loss couples no two runs, and that every run keeps
+    its own stream). The callback gets the three networks once per epoch."""
+    N, d, width, m, batch, epochs, lr, wd = 10, 5, 8, 3, 4, 2, 0.1, 0.01
+    datasets = [(torch.randn(N, d, generator=generator(0, "mlps-x", g), dtype=torch.float64), torch.arange(N) % m)
+                for g in range(3)]
+    losses = ["sum", "mean", "sum"]
+    calls = []
+    batched = mf.train_mlps(datasets, m, width, epochs=epochs, batch_size=batch, lr=lr, weight_decay=wd,
+                            generators=[generator(0, "mlps", g) for g in range(3)], losses=losses,
+                            on_epoch=lambda e, models: calls.append((e, len(models))))
+    assert calls == [(1, 3), (2, 3)]
+    for g, ((X, labels), loss, model) in enumerate(zip(datasets, losses, batched)):
+        alone = mf.train_mlp(X, labels, m, width, epochs=epochs, batch_size=batch, lr=lr, weight_decay=wd,
+                             generator=generator(0, "mlps", g), loss=loss)
+        # 6 steps, each rounding every stored float32 parameter; 8 eps a step at the largest parameter
+        scale = max(float(p.detach().abs().max()) for p in alone.parameters())
+        for p, q in zip(model.parameters(), alone.parameters()):
+            torch.testing.assert_close(p, q, rtol=0, atol=rounding(scale, 6, eps=EPS32))
+    with pytest.raises(ValueError, match="datasets of one size"):
+        mf.train_mlps([datasets[0], (datasets[1][0][:8], datasets[1][1][:8])], m, width, epochs=1, batch_size=batch,
+                      lr=lr, weight_decay=wd, generators=[generator(0, "a"), generator(0, "b")])
+
+
 def test_train_mlp_rejects_an_unknown_loss():
     with pytest.raises(ValueError, match="loss must be one of"):
         mf.train_mlp(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), 2, 4, epochs=1, batch_size=2, lr=0.1,
