@@ -260,8 +260,8 @@ class Tracks:
         C = mf.random_layer(input_dim(P), P.random_width, gen)
         Z, Zt = mf.features(C, mf.with_bias(X)), mf.features(C, mf.with_bias(Xt))
         A, B = mf.train_theory(Z, lab, m, P.theory_width, weight_decay_a=weight_decay, weight_decay_b=weight_decay,
-                               variance_reg=variance_reg,
-                               steps=P.theory_steps, lr=P.theory_lr, generator=gen)
+                               variance_reg=variance_reg, steps=P.theory_steps, lr=P.theory_lr, generator=gen,
+                               device=self.device)
         rep = lambda Xin: mf.features(C, mf.with_bias(Xin)) @ B.T
         return self.evaluate(fam, gen, rep, Z @ B.T @ A.T, lab, Zt @ B.T @ A.T, labt, Z @ B.T, Zt @ B.T, Xt, theta_scale,
                              extra=dict(A=A, B=B, C=C, Z=Z, Zt=Zt, lab=lab, labt=labt))
@@ -388,7 +388,7 @@ def identities(P, tracks: Tracks, base: dict) -> SimpleNamespace:
 # ------------------------------------------------------------------ §4 linear manifolds, longer training
 
 
-def linear_manifolds(P, eps=1 / 1.5, delta=0.1) -> SimpleNamespace:
+def linear_manifolds(P, device="cpu", eps=1 / 1.5, delta=0.1) -> SimpleNamespace:
     """Theorem 3's setting: manifolds that are affine subspaces, x = P γ + Q θ (orthonormal P, Q), the theory
     network with plain ℓ2 regularisation (no V_reg). Returns its test accuracy, its gain ρ_test / ρ_raw and
     Theorem 3's conditions for (ε, 1/ε)-GSH with every unstated constant and s^O(log 1/ε) set to 1 (the
@@ -409,7 +409,8 @@ def linear_manifolds(P, eps=1 / 1.5, delta=0.1) -> SimpleNamespace:
     C = mf.random_layer(input_dim(P), P.random_width, gen)
     Z, Zt = mf.features(C, mf.with_bias(X)), mf.features(C, mf.with_bias(Xt))
     A, B = mf.train_theory(Z, lab, P.num_manifolds, P.theory_width, weight_decay_a=P.theory_weight_decay,
-                           weight_decay_b=P.theory_weight_decay, variance_reg=0.0, steps=P.theory_steps, lr=P.theory_lr, generator=gen)
+                           weight_decay_b=P.theory_weight_decay, variance_reg=0.0, steps=P.theory_steps, lr=P.theory_lr, generator=gen,
+                           device=device)
     accuracy = float(((Zt @ B.T @ A.T).argmax(1) == labt).double().mean())
     gain = mf.distance_stats(Zt @ B.T, labt, gen).rho / mf.distance_stats(mf.with_bias(Xt), labt, gen).rho
     m, n = P.num_manifolds, P.samples_per_manifold

@@ -130,9 +130,9 @@ def features(C: torch.Tensor, Xb: torch.Tensor) -> torch.Tensor:
 # ------------------------------------------------------------------ losses and variances (C6-C9)
 
 
-def class_weights(num_classes: int, dtype=torch.float64) -> torch.Tensor:
+def class_weights(num_classes: int, dtype=torch.float64, device=None) -> torch.Tensor:
     """w_lj = 1/2 on the own class, 1/(2(m-1)) elsewhere: (m, m), row l for true class l."""
-    w = torch.full((num_classes, num_classes), 1 / (2 * (num_classes - 1)), dtype=dtype)
+    w = torch.full((num_classes, num_classes), 1 / (2 * (num_classes - 1)), dtype=dtype, device=device)
     w.fill_diagonal_(0.5)
     return w
 
@@ -141,12 +141,12 @@ def weighted_loss(out: torch.Tensor, labels: torch.Tensor, per_example: bool = F
     """Eq. (1): mean over examples of sum_j w_lj (y_lj - yhat_j)^2 with one-hot y."""
     m = out.shape[1]
     Y = torch.nn.functional.one_hot(labels, m).to(out.dtype)
-    values = (class_weights(m, out.dtype)[labels] * (Y - out) ** 2).sum(1)
+    values = (class_weights(m, out.dtype, out.device)[labels] * (Y - out) ** 2).sum(1)
     return values if per_example else values.mean()
 
 
 def class_means(R: torch.Tensor, labels: torch.Tensor, num_classes: int) -> torch.Tensor:
-    sums = torch.zeros(num_classes, R.shape[1], dtype=R.dtype).index_add_(0, labels, R)
+    sums = torch.zeros(num_classes, R.shape[1], dtype=R.dtype, device=R.device).index_add_(0, labels, R)
     counts = torch.bincount(labels, minlength=num_classes).to(R.dtype)
     return sums / counts[:, None]
 
@@ -308,12 +308,17 @@ def factored_lbfgs(objective, shape_A, shape_B, weight_decay_a: float, weight_de
 
 
 def train_theory(Z: torch.Tensor, labels: torch.Tensor, num_classes: int, hidden: int, *, weight_decay_a: float, weight_decay_b: float,
-                 variance_reg: float, steps: int, lr: float, generator: torch.Generator):
+                 variance_reg: float, steps: int, lr: float, generator: torch.Generator, device="cpu"):
     """Full-batch Adam on objective (6): weighted loss + weight_decay_a ||A||^2 + weight_decay_b ||B||^2 + variance_reg V_reg(BZ),
-    with the random features Z = sigma(C X') precomputed. Returns (A, B)."""
+    with the random features Z = sigma(C X') precomputed. Returns (A, B) on the CPU.
+
+    The initial A and B are drawn on the CPU from ``generator``; the training runs on ``device`` in float64
+    (at `full`, N = 20 000 points of D = 4096 features: about 10^10 flops a step, hours for the chapter's
+    theory runs on a few CPU cores)."""
     D = Z.shape[1]
-    A = (torch.randn(num_classes, hidden, generator=generator, dtype=torch.float64) / math.sqrt(hidden)).requires_grad_(True)
-    B = (torch.randn(hidden, D, generator=generator, dtype=torch.float64) / math.sqrt(D)).requires_grad_(True)
+    A = (torch.randn(num_classes, hidden, generator=generator, dtype=torch.float64) / math.sqrt(hidden)).to(device).requires_grad_(True)
+    B = (torch.randn(hidden, D, generator=generator, dtype=torch.float64) / math.sqrt(D)).to(device).requires_grad_(True)
+    Z, labels = Z.to(device), labels.to(device)
     Sigma = centred_covariance(Z, labels, num_classes) if variance_reg > 0 else None
     opt = torch.optim.Adam([A, B], lr=lr, foreach=FOREACH)
     for _ in TrainingLoop(steps, desc="Adam (theory network)"):
@@ -324,7 +329,7 @@ def train_theory(Z: torch.Tensor, labels: torch.Tensor, num_classes: int, hidden
             loss = loss + variance_reg * (B @ Sigma * B).sum()
         loss.backward()
         opt.step()
-    return A.detach(), B.detach()
+    return A.detach().cpu(), B.detach().cpu()
 
 
 MLP_LOSSES = ("sum", "mean")

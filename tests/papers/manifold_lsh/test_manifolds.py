@@ -242,9 +242,14 @@ def hand_written_adam(Z, labels, m, A, B, weight_decay_a, weight_decay_b, varian
     return params[0], params[1], smallest
 
 
+CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
 @pytest.mark.parametrize("variance_reg", [0.0, 0.3])
-def test_train_theory_matches_hand_written_adam(variance_reg):
-    """Six full-batch Adam steps from the same initial A, B (drawn from the same generator).
+def test_train_theory_matches_hand_written_adam(variance_reg, device):
+    """Six full-batch Adam steps from the same initial A, B (drawn from the same generator), trained on
+    ``device`` (CUDA only where there is one: never in CI) and returned on the CPU.
     Catches: a sum instead of a mean in the loss (the loss gradient x N against the penalties), a
     missing factor 2 or a wrong lambda on a penalty, the variance term with the wrong sign or
     weight, a wrong initial scale, and draws not taken from the generator."""
@@ -252,7 +257,8 @@ def test_train_theory_matches_hand_written_adam(variance_reg):
     labels = torch.arange(m).repeat_interleave(n)
     Z = torch.relu(torch.randn(m * n, D, generator=generator(0, "theory-z"), dtype=torch.float64))
     A, B = mf.train_theory(Z, labels, m, T, weight_decay_a=0.05, weight_decay_b=0.02, variance_reg=variance_reg, steps=steps, lr=lr,
-                           generator=generator(0, "theory-init"))
+                           generator=generator(0, "theory-init"), device=device)
+    assert A.device.type == B.device.type == "cpu"
     g = generator(0, "theory-init")
     A0 = torch.randn(m, T, generator=g, dtype=torch.float64) / math.sqrt(T)
     B0 = torch.randn(T, D, generator=g, dtype=torch.float64) / math.sqrt(D)
@@ -265,7 +271,7 @@ def test_train_theory_matches_hand_written_adam(variance_reg):
     torch.testing.assert_close(A, A_hand, rtol=0, atol=tol)
     torch.testing.assert_close(B, B_hand, rtol=0, atol=tol)
     again = mf.train_theory(Z, labels, m, T, weight_decay_a=0.05, weight_decay_b=0.02, variance_reg=variance_reg, steps=steps, lr=lr,
-                            generator=generator(0, "theory-init"))
+                            generator=generator(0, "theory-init"), device=device)
     assert torch.equal(again[0], A) and torch.equal(again[1], B)   # same generator, same process: bitwise
 
 
