@@ -414,7 +414,7 @@ def test_regularized_linear_optimum_is_stationary_in_parameter_space(depth):
     largest = max(float(W.grad.abs().max()) for W in Ws)
     assert largest <= rounding(10.0, depth * 25)
     assert float(loss.detach()) == pytest.approx(objective, abs=rounding(10.0, depth * 25))
-    assert sum(float((W ** 2).sum()) for W in Ws) == pytest.approx(norm, abs=rounding(10.0, depth * 25))
+    assert sum(float((W.detach() ** 2).sum()) for W in Ws) == pytest.approx(norm, abs=rounding(10.0, depth * 25))
 
 
 def test_zero_padded_widths_train_exactly_like_the_narrow_network():
