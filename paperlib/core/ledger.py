@@ -117,6 +117,43 @@ def within(low: float, high: float) -> Check:
     return Check("within", low=low, high=high)
 
 
+def _yaml_number(value) -> float:
+    # YAML 1.1 reads 1e-9 (no dot) as a string, and .inf as a float: accept both
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"not a number: {value!r}")
+    return float(value)
+
+
+def declared_check(spec: dict) -> Check:
+    """The check a claim declares in its paper's ``claims.yaml``, one of ``{at_most: ATOL}``,
+    ``{at_least: ATOL}``, ``{close: {atol: A, rtol: R}}`` or ``{within: [LOW, HIGH]}`` (``.inf`` for
+    infinity): a fixed threshold, named by its claim and quoted by the claim's statement as
+    ``{check.atol}``, ``{check.rtol}``, ``{check.low}`` or ``{check.high}``."""
+    if not isinstance(spec, dict) or len(spec) != 1 or next(iter(spec)) not in ("at_most", "at_least", "close", "within"):
+        raise ValueError(f"a declared check is one of {{at_most: ATOL}}, {{at_least: ATOL}}, "
+                         f"{{close: {{atol: A, rtol: R}}}}, {{within: [LOW, HIGH]}}; got {spec!r}")
+    (kind, value), = spec.items()
+    if kind == "within":
+        if not isinstance(value, list) or len(value) != 2:
+            raise ValueError(f"within needs [LOW, HIGH], got {value!r}")
+        return within(*(_yaml_number(v) for v in value))
+    if kind == "close":
+        if not isinstance(value, dict) or not set(value) <= {"atol", "rtol"}:
+            raise ValueError(f"close needs {{atol: A, rtol: R}}, got {value!r}")
+        return close(**{name: _yaml_number(v) for name, v in value.items()})
+    return (at_most if kind == "at_most" else at_least)(atol=_yaml_number(value))
+
+
+CHECK_FIELDS = ("low", "high", "atol", "rtol")
+
+
+def quote_check(statement: str, check: Check) -> str:
+    """The statement with ``{check.atol}`` etc. replaced by the declared check's values (``:g``)."""
+    for name in CHECK_FIELDS:
+        statement = statement.replace("{check." + name + "}", format(getattr(check, name), "g"))
+    return statement
+
+
 # ---------------------------------------------------------------- ledger
 
 def _jsonable(value):
@@ -191,7 +228,7 @@ class Claim(dict):
         pass
 
 
-DECLARED_FIELDS = ("source", "statement", "kind", "robust", "note", "paper_value")
+DECLARED_FIELDS = ("source", "statement", "kind", "robust", "note", "paper_value", "check")
 
 
 def claims_file(paper: str, package_dir: Path | None = None) -> Path:
@@ -214,6 +251,13 @@ def declared_claims(paper: str) -> dict:
         if unknown or facts.get("kind", EXPLORATORY) not in KINDS:
             raise LedgerError(f"{path}: claim {claim_id!r} has unknown fields {unknown} or kind {facts.get('kind')!r}; "
                               f"the fields are {', '.join(DECLARED_FIELDS)}")
+        if "check" in facts:
+            try:
+                facts["check"] = declared_check(facts["check"])
+            except ValueError as error:
+                raise LedgerError(f"{path}: claim {claim_id!r}: {error}") from None
+            if facts.get("kind", EXPLORATORY) == EXPLORATORY:
+                raise LedgerError(f"{path}: claim {claim_id!r} declares a check but no kind with a verdict")
     return declared
 
 
@@ -236,6 +280,8 @@ class Ledger:
         statement are templates (a family of claims, one per activation say) and ``fill`` gives their
         ``{placeholders}``."""
         declared = self.declared.get(claim_id, {})
+        if "check" in declared:  # the statement quotes the declared threshold
+            declared = dict(declared, statement=quote_check(declared["statement"], declared["check"]))
         if fill is not None:
             if not declared:
                 raise ValueError(f"claim {claim_id!r}: fill= is given but claims.yaml declares no such template")
@@ -254,7 +300,7 @@ class Ledger:
 
     # -- recording
     def record(self, claim_id: str, source: str | None = None, statement: str | None = None, *,
-               kind: str | None = None, measured, predicted, check: Check, paper_value=None,
+               kind: str | None = None, measured, predicted, check: Check | None = None, paper_value=None,
                assumption: tuple[bool, str] | None = None, enough_data: tuple[bool, str] | None = None,
                robust: bool | None = None, note: str | None = None, fill: dict | None = None) -> dict:
         """Record one claim and compute its verdict.
@@ -263,13 +309,17 @@ class Ledger:
         docstring); a bound must pass ``assumption``, (holds, description) of the theorem's
         hypothesis at our scale. ``enough_data`` is (enough, description). ``robust`` marks
         claims that hold at every seed: a property of the claim, never of the preset;
-        CI asserts it at several seeds. ``source``, ``statement``, ``kind``, ``robust``, ``note``
-        and ``paper_value`` may instead be declared in the paper's ``claims.yaml`` (``fill``: the values of a
-        declared template's placeholders).
+        CI asserts it at several seeds. ``source``, ``statement``, ``kind``, ``robust``, ``note``,
+        ``paper_value`` and a fixed ``check`` may instead be declared in the paper's ``claims.yaml`` (``fill``:
+        the values of a declared template's placeholders; the statement quotes a declared check's threshold as
+        ``{check.atol}`` and the like, so that the text and the check cannot differ). A check that depends
+        on a preset parameter or on the run is given here.
         """
         claim_id, facts = self._facts(claim_id, fill, source=source, statement=statement, kind=kind, robust=robust,
-                                      note=note, paper_value=paper_value)
-        source, statement, kind = facts["source"], facts["statement"], facts.get("kind")
+                                      note=note, paper_value=paper_value, check=check)
+        source, statement, kind, check = facts["source"], facts["statement"], facts.get("kind"), facts.get("check")
+        if check is None:
+            raise ValueError(f"claim {claim_id!r}: no check; declare it in claims.yaml or pass check=")
         robust, note, paper_value = facts.get("robust", False), facts.get("note", ""), facts.get("paper_value")
         self._check_new(claim_id)
         if kind not in (PREDICTION, BOUND, CONSISTENCY):
@@ -310,6 +360,10 @@ class Ledger:
                  "robust": False, "why": ("Exploratory: no verdict. " + note).strip()}
         self.claims.append(entry)
         return Claim(entry)
+
+    def check_of(self, claim_id: str) -> Check | None:
+        """The fixed check ``claim_id`` (a template's id) declares in claims.yaml, or None."""
+        return self.declared.get(claim_id, {}).get("check")
 
     def _check_new(self, claim_id: str) -> None:
         if any(c["id"] == claim_id for c in self.claims):

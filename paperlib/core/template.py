@@ -19,8 +19,10 @@ SLUG = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 CLAIMS = """\
 # What each claim of this chapter says, declared once: its source, statement, kind, whether it
-# holds at every seed (robust), a standing note and the paper's own number. The chapter's cells
-# record only the measurement, the prediction and the check (paperlib.core.ledger.Ledger.record).
+# holds at every seed (robust), a standing note, the paper's own number and a fixed check (its
+# threshold quoted by the statement as {check.low}, {check.high}, {check.atol} or {check.rtol}).
+# The chapter's cells record the measurement, the prediction and any check that depends on a preset
+# parameter or on the run (paperlib.core.ledger.Ledger.record).
 # An id or statement with {placeholders} is a template for a family of claims: the cell passes the
 # values with fill=dict(...), and a literal brace in a template is doubled ({{±1}}). Claims whose
 # statement quotes computed numbers keep their statement in the cell.

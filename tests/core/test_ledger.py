@@ -328,3 +328,43 @@ def test_a_claims_file_with_an_unknown_field_is_refused_with_its_path(tmp_path, 
     monkeypatch.setattr(L, "claims_file", lambda paper, package_dir=None: path)
     with pytest.raises(L.LedgerError, match=r"claims.yaml: claim 'rate' has unknown fields \['statment'\]"):
         L.declared_claims("demo")
+
+
+def test_a_declared_check_decides_and_its_threshold_is_quoted_by_the_statement(tmp_path, monkeypatch):
+    """A fixed threshold lives once, in claims.yaml: the check is built from it and the statement quotes it
+    (so the two cannot differ); YAML's 1e-9 (a string to YAML 1.1) and .inf are read as numbers."""
+    path = tmp_path / "claims.yaml"
+    path.write_text("gap:\n  source: Fig. 3\n  statement: s_1/s_2 >= {check.low} (largest {check.high}).\n"
+                    "  kind: prediction\n  check: {within: [3.0, .inf]}\n"
+                    "exact:\n  source: Lemma 1\n  statement: An identity.\n  kind: consistency\n"
+                    "  check: {at_most: 1e-9}\n"
+                    "near-{name}:\n  source: Eq. 2\n  statement: '{name} within {check.rtol} relative.'\n"
+                    "  kind: prediction\n  check: {close: {rtol: 0.05}}\n", encoding="utf-8")
+    monkeypatch.setattr(L, "claims_file", lambda paper, package_dir=None: path)
+    declared = L.declared_claims("demo")
+    assert declared["exact"]["check"] == L.at_most(atol=1e-9)
+    ledger = L.Ledger("demo", Params(paper="demo", values={"preset": "smoke", "seed": 0}, overrides={}), declared=declared)
+    gap = ledger.record("gap", measured=2.5, predicted=None)
+    assert gap["statement"] == "s_1/s_2 >= 3 (largest inf)." and gap["verdict"] == "not reproduced"
+    assert gap["check"]["low"] == 3.0 and ledger.check_of("gap") == L.within(3.0, math.inf)
+    assert ledger.record("exact", measured=1e-10, predicted=0.0)["verdict"] == "reproduced"
+    near = ledger.record("near-{name}", measured=1.04, predicted=1.0, fill=dict(name="relu"))
+    assert (near["id"], near["statement"], near["verdict"]) == ("near-relu", "relu within 0.05 relative.", "reproduced")
+    with pytest.raises(ValueError, match="'exact': check declared in claims.yaml and given again"):
+        ledger.record("exact", measured=0.0, predicted=0.0, check=L.at_most(atol=1.0))
+
+
+def test_a_claim_without_a_check_or_with_a_malformed_one_is_refused(tmp_path, monkeypatch):
+    ledger = declared_ledger()
+    with pytest.raises(ValueError, match="'rate': no check"):
+        ledger.record("rate", measured=0.5, predicted=0.5)
+    path = tmp_path / "claims.yaml"
+    monkeypatch.setattr(L, "claims_file", lambda paper, package_dir=None: path)
+    for spec, message in (("{between: [0, 1]}", "a declared check is one of"), ("{within: [1]}", "within needs"),
+                          ("{at_most: [0.1]}", "not a number")):
+        path.write_text(f"gap:\n  source: S\n  statement: T\n  kind: prediction\n  check: {spec}\n", encoding="utf-8")
+        with pytest.raises(L.LedgerError, match=f"claims.yaml: claim 'gap': {message}"):
+            L.declared_claims("demo")
+    path.write_text("seen:\n  source: S\n  statement: T\n  check: {at_most: 0.1}\n", encoding="utf-8")
+    with pytest.raises(L.LedgerError, match="declares a check but no kind with a verdict"):
+        L.declared_claims("demo")
