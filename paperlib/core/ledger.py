@@ -280,7 +280,7 @@ class Ledger:
         statement are templates (a family of claims, one per activation say) and ``fill`` gives their
         ``{placeholders}``."""
         declared = self.declared.get(claim_id, {})
-        if "check" in declared:  # the statement quotes the declared threshold
+        if "check" in declared and "statement" in declared:  # the statement quotes the declared threshold
             declared = dict(declared, statement=quote_check(declared["statement"], declared["check"]))
         if fill is not None:
             if not declared:

@@ -14,7 +14,6 @@ def test_device_choice():
 
 
 def test_device_description_names_the_device():
-    import torch
     assert pick_device("cpu") == torch.device("cpu")
     from paperlib.core.devices import describe
     assert describe(torch.device("cpu")) == f"cpu ({torch.get_num_threads()} threads)"

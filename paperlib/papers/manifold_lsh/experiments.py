@@ -423,31 +423,32 @@ def linear_manifolds(P, device="cpu", eps=1 / 1.5, delta=0.1) -> SimpleNamespace
 
 def collapse_traces(P, tracks: Tracks, device) -> dict:
     """The mix MLP trained for ``collapse_epochs`` under both readings of the ℓ2 loss (``"sum"`` over the
-    outputs, the paper's; ``"mean"``, the earlier one), from the same data and initial weights (each reading
-    draws them from its own copy of one stream), the two trained together. Per reading, rows (epoch, test
-    accuracy, ρ_test, effective rank of the test representation)."""
-    readings, drawn = ("sum", "mean"), []
-    for _ in readings:
-        fam, gen = tracks.family("mix", "collapse")
-        gam = mf.latents(P.num_manifolds, P.latent_dim, gen)
-        X, lab = fam.sample(gam, P.mlp_samples_per_manifold, P.theta_scale, gen)
-        Xt, labt = fam.sample(gam, P.test_per_manifold, P.theta_scale, gen)
-        lab = tracks.labels(lab, P.num_manifolds, "collapse", "train")
-        labt = tracks.labels(labt, P.num_manifolds, "collapse", "test")
-        drawn.append((gen, (X - X.mean(0)) / X.std(0), lab, ((Xt - X.mean(0)) / X.std(0)).float(), labt))
+    outputs, the paper's; ``"mean"``, the earlier one), trained together from the same data, initial weights
+    and batch orders (each reading's stream is a copy of one). Per reading, rows (epoch, test accuracy,
+    ρ_test, effective rank of the test representation)."""
+    readings = ("sum", "mean")
+    fam, gen = tracks.family("mix", "collapse")
+    gam = mf.latents(P.num_manifolds, P.latent_dim, gen)
+    X, lab = fam.sample(gam, P.mlp_samples_per_manifold, P.theta_scale, gen)
+    Xt, labt = fam.sample(gam, P.test_per_manifold, P.theta_scale, gen)
+    lab = tracks.labels(lab, P.num_manifolds, "collapse", "train")
+    labt = tracks.labels(labt, P.num_manifolds, "collapse", "test")
+    mean, std = X.mean(0), X.std(0)
+    Xn_t = ((Xt - mean) / std).float()
+    streams = [gen] + [torch.Generator().set_state(gen.get_state()) for _ in readings[1:]]
     rows = {reading: [] for reading in readings}
 
     def trace(epoch, models):
-        for reading, model, (_, _, _, Xn_t, labels_t) in zip(readings, models, drawn):
-            Xd = Xn_t.to(next(model.parameters()).device)
+        Xd = Xn_t.to(next(models[0].parameters()).device)
+        for reading, model in zip(readings, models):
             R = model[:4](Xd).double().cpu()
-            accuracy = float((model(Xd).argmax(1).cpu() == labels_t).double().mean())
-            rows[reading].append((epoch, accuracy, mf.distance_stats(R, labels_t, generator(P.seed, "pairs-collapse")).rho,
+            accuracy = float((model(Xd).argmax(1).cpu() == labt).double().mean())
+            rows[reading].append((epoch, accuracy, mf.distance_stats(R, labt, generator(P.seed, "pairs-collapse")).rho,
                                   mf.effective_rank(R)))
 
-    mf.train_mlps([(Xn, lab) for _, Xn, lab, _, _ in drawn], P.num_manifolds, P.mlp_width, epochs=P.collapse_epochs,
-                  batch_size=32, lr=P.mlp_lr, weight_decay=P.weight_decay, generators=[d[0] for d in drawn],
-                  device=device, losses=list(readings), on_epoch=trace)
+    mf.train_mlps([((X - mean) / std, lab)] * len(readings), P.num_manifolds, P.mlp_width, epochs=P.collapse_epochs,
+                  batch_size=32, lr=P.mlp_lr, weight_decay=P.weight_decay, generators=streams, device=device,
+                  losses=list(readings), on_epoch=trace)
     return {reading: np.array(rows[reading]) for reading in readings}
 
 
