@@ -41,6 +41,11 @@ class FlatAdam:
     def zero_grad(self) -> None:
         self.flat_grad.zero_()
 
+    def set_grad(self, grads) -> None:
+        """Write one gradient per parameter (as ``torch.autograd.grad`` returns them) into the flat
+        buffer: one copy, where a backward's accumulation adds into it parameter by parameter."""
+        torch.cat([g.reshape(-1) for g in grads], out=self.flat_grad)
+
     @torch.no_grad()
     def step(self) -> None:
         if self.steps == 0 and any(p.grad is None or p.grad.data_ptr() != g.data_ptr()

@@ -10,6 +10,7 @@ import torch
 from torch.func import jacrev, vmap
 
 from paperlib.core.seeding import generator
+from paperlib.nets.optim import FOREACH
 from paperlib.papers.bottleneck import deepfc as df
 from paperlib.papers.bottleneck import repcost as rc
 from oracles import ntk_matrix
@@ -79,6 +80,37 @@ def test_stacked_training_equals_separate_runs():
             # 50 steps x width-8 dot products (rounding(1, 400) = 7e-13 per step before amplification)
             torch.testing.assert_close(Wj[s], Wa[0], rtol=1e-9, atol=1e-11)
             torch.testing.assert_close(bj[s], ba[0], rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("weight_decay", [3e-3, "per-network"])
+def test_training_is_autograd_on_the_regularized_loss_bit_for_bit(dtype, weight_decay):
+    """train_adam adds the weight decay's gradient 2 lambda theta by hand and copies the gradients in
+    one go; the parameters and logged losses are those of autograd on regularized_loss followed by
+    torch's Adam and ExponentialLR, exactly (lambda * 2 theta is one rounding either way)."""
+    X = torch.randn(24, 4, generator=generator(1, "ax"))
+    Y = torch.randn(24, 3, generator=generator(1, "ay"))
+    layers = df.init_params([4, 9, 7, 3], [5, 6, 7], dtype=dtype)
+    lam = torch.tensor([1e-3, 3e-2, 0.0], dtype=dtype) if weight_decay == "per-network" else weight_decay
+    steps, lr = 80, 1e-2
+    fit = df.train_adam(layers, X, Y, weight_decay=lam, steps=steps, lr=lr, slope=0.1, log_every=20)
+
+    params = [t.clone().requires_grad_() for pair in layers for t in pair]
+    optimizer = torch.optim.Adam(params, lr=lr, foreach=FOREACH)
+    schedule = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.1 ** (1.0 / steps))
+    history = []
+    for step in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        loss = df.regularized_loss([(params[2 * i], params[2 * i + 1]) for i in range(3)], X.to(dtype), Y.to(dtype),
+                                   lam, slope=0.1)
+        loss.sum().backward()
+        optimizer.step()
+        schedule.step()
+        if step % 20 == 0 or step == steps - 1:
+            history.append(loss.detach().double().numpy())
+    for ours, theirs in zip([t for pair in fit.layers for t in pair], params):
+        assert torch.equal(ours, theirs.detach())
+    assert np.array_equal(fit.loss_history, np.array(history))
 
 
 def test_training_minimizes_the_regularized_loss_with_biases():
