@@ -195,7 +195,6 @@ def train_sgd(arch: str, params: dict, X: torch.Tensor, Y: torch.Tensor, *, lr, 
     lr = torch.as_tensor(lr, dtype=dtype).expand(C).clone().to(device)
     wd = torch.as_tensor(weight_decay, dtype=dtype).expand(C).clone().to(device)
     names = trainable_names(arch, train_output)
-    buffers = {name: torch.zeros_like(params[name]) for name in names}
     diverged = torch.zeros(C, dtype=torch.bool, device=device)
     order_seeds = list(order_seeds) if order_seeds is not None else list(range(C))
     gens = [torch.Generator().manual_seed(int(s)) for s in order_seeds]
@@ -213,45 +212,52 @@ def train_sgd(arch: str, params: dict, X: torch.Tensor, Y: torch.Tensor, *, lr, 
             result.history.setdefault(key, []).append(err.cpu().numpy().copy())
 
     evaluate(0)
-    # the trainable parameters are leaves updated in place (the same arithmetic as
-    # d_p = g + wd p; buf = momentum buf + d_p; p = p - lr buf), with the per-configuration
-    # lr and wd viewed once per parameter shape; lr changes in place (decay, divergence)
+    # The trainable parameters are views of one flat buffer, so that a step updates them all in five
+    # operations (a GPU runs these small networks at the pace the host launches kernels). The arithmetic
+    # is SGD's, element by element: d_p = g + wd p; buf = momentum buf + d_p; p = p - lr buf, with each
+    # element's lr and wd those of its configuration (per-element copies, renewed when lr changes).
+    flat = torch.cat([params[name].reshape(-1) for name in names])
+    config_of = torch.cat([torch.arange(C, device=device).repeat_interleave(params[name][0].numel())
+                           for name in names])
+    offset = 0
     for name in names:
-        params[name].requires_grad_(True)
-    shapes = {name: (C,) + (1,) * (params[name].dim() - 1) for name in names}
-    lr_of = {name: lr.view(shapes[name]) for name in names}
-    wd_of = {name: wd.view(shapes[name]) for name in names} if bool((wd != 0).any()) else None
+        size = params[name].numel()
+        params[name] = flat[offset:offset + size].view(params[name].shape).requires_grad_(True)
+        offset += size
     leaves = [params[n] for n in names]
+    buffer = torch.zeros_like(flat)
+    flat_wd = wd[config_of] if bool((wd != 0).any()) else None
+    flat_lr = lr[config_of]
     step = 0
     loop = TrainingLoop(epochs, log_every=max(1, eval_every), start=1, desc=f"SGD ({arch}, {C} configurations)")
     for epoch in loop:
         if decay_at is not None and epoch == int(decay_at * epochs) + 1:
             lr.mul_(0.1)
+            flat_lr = lr[config_of]
         order = torch.stack([torch.randperm(N, generator=g) for g in gens]).to(device)  # (C, N)
         for b in range(steps_per_epoch):
             index = order[:, b * batch_size:(b + 1) * batch_size]
             loss = half_squared_loss(forward(arch, params, _gather(X, index)), _gather(Y, index))
             grads = torch.autograd.grad(loss.sum(), leaves)
             with torch.no_grad():
-                for name, grad in zip(names, grads):
-                    p = params[name]
-                    d_p = grad.add_(wd_of[name] * p) if wd_of is not None else grad
-                    buf = buffers[name]
-                    if step == 0:
-                        buf.copy_(d_p)
-                    else:
-                        buf.mul_(momentum).add_(d_p)
-                    p.sub_(lr_of[name] * buf)
+                d_p = torch.cat([grad.reshape(-1) for grad in grads])
+                if flat_wd is not None:
+                    d_p.add_(flat_wd * flat)
+                if step == 0:
+                    buffer.copy_(d_p)
+                else:
+                    buffer.mul_(momentum).add_(d_p)
+                flat.sub_(flat_lr * buffer)
             step += 1
         bad = ~torch.isfinite(loss.detach()) | (loss.detach() > 1e6)
         if bad.any():
             diverged |= bad
             lr[diverged] = 0.0
+            flat_lr = lr[config_of]
             with torch.no_grad():
                 for name in params:
                     params[name][diverged] = 0.0
-                for buf in buffers.values():
-                    buf[diverged] = 0.0
+                buffer[diverged[config_of]] = 0.0
         if eval_every and loop.logs(epoch):
             evaluate(epoch)
     result.params = {name: value.detach() for name, value in params.items()}
