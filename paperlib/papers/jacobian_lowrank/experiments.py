@@ -45,17 +45,17 @@ PAPER_TABLES = {  # CIFAR-10, Tables 1-7: I(y) and N(y)
 # ------------------------------------------------------------------ §1 the linear prelude
 
 
-def linear_prelude(P) -> SimpleNamespace:
+def linear_prelude(P, device=None) -> SimpleNamespace:
     """GD from w = 0 with η = 0.5/‖X‖² on §5.1's low-rank linear model: the closed-form population loss and its
-    information and nuisance parts along the path, Monte Carlo checks at three iterates, and GD's time
-    constants on the information space and on the noise directions."""
+    information and nuisance parts along the path, Monte Carlo checks at three iterates (their draws on
+    ``device``), and GD's time constants on the information space and on the noise directions."""
     lin = data.low_rank_linear_model(P.lin_num_samples, P.lin_input_dim, P.lin_rank, P.lin_sigma_x,
                                      P.lin_sigma_y, generator(P.seed, "linear"))
     lr = 0.5 / linalg.spectral_norm(lin.X) ** 2
     path = lin.gd_path(lr, P.lin_steps)
     total, info_part, nuis_part = (np.asarray(a) for a in lin.population_loss(path))
     checkpoints = [0, P.lin_steps // 10, P.lin_steps]
-    mc = [lin.monte_carlo_population_loss(path[t], P.lin_mc_draws, generator(P.seed, "linear-mc", t))[0] for t in checkpoints]
+    mc = [lin.monte_carlo_population_loss(path[t], P.lin_mc_draws, generator(P.seed, "linear-mc", t), device)[0] for t in checkpoints]
     sv = np.linalg.svd(np.asarray(lin.X, dtype=np.float64), compute_uv=False)
     return SimpleNamespace(total=total, info_part=info_part, nuis_part=nuis_part, checkpoints=checkpoints, mc=mc,
                            mc_error=max(abs(m.total - total[t]) / total[t] for m, t in zip(mc, checkpoints)),
