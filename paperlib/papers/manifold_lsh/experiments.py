@@ -440,8 +440,8 @@ def collapse_traces(P, tracks: Tracks, device) -> dict:
 
     def trace(epoch, models):
         Xd = Xn_t.to(next(models[0].parameters()).device)
-        for reading, model in zip(readings, models):
-            R = model[:4](Xd).double().cpu()
+        for reading, model in zip(readings, models):  # on the training device: at `full`, 600 epochs x 2 readings
+            R = model[:4](Xd).double()
             accuracy = float((model(Xd).argmax(1).cpu() == labt).double().mean())
             rows[reading].append((epoch, accuracy, mf.distance_stats(R, labt, generator(P.seed, "pairs-collapse")).rho,
                                   mf.effective_rank(R)))

@@ -189,10 +189,12 @@ class DistanceStats:
 def distance_stats(R: torch.Tensor, labels: torch.Tensor, generator: torch.Generator,
                    num_pairs: int = 20000) -> DistanceStats:
     """Intra-class distances over all within-class pairs (one cdist per class, batched by sorting),
-    inter-class over ``num_pairs`` random cross-class pairs."""
+    inter-class over ``num_pairs`` random cross-class pairs. ``R`` may live on a GPU (the distances are
+    computed there); ``labels`` and ``generator`` are on the CPU."""
     R = R.double()
+    labels = labels.cpu()
     order = torch.argsort(labels, stable=True)
-    R_sorted, lab = R[order], labels[order]
+    R_sorted, lab = R[order.to(R.device)], labels[order]
     counts = torch.bincount(lab)
     intra, intra_sq, total = 0.0, 0.0, 0
     if bool((counts == counts[0]).all()):
@@ -211,7 +213,7 @@ def distance_stats(R: torch.Tensor, labels: torch.Tensor, generator: torch.Gener
     i = torch.randint(0, R.shape[0], (num_pairs * 2,), generator=generator)
     j = torch.randint(0, R.shape[0], (num_pairs * 2,), generator=generator)
     keep = labels[i] != labels[j]
-    i, j = i[keep][:num_pairs], j[keep][:num_pairs]
+    i, j = i[keep][:num_pairs].to(R.device), j[keep][:num_pairs].to(R.device)
     dist = (R[i] - R[j]).norm(dim=1)
     return DistanceStats(intra / total, float(dist.mean()), intra_sq / total, float((dist ** 2).mean()))
 

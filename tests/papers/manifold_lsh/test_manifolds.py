@@ -12,6 +12,8 @@ from paperlib.core.seeding import generator
 from paperlib.papers.manifold_lsh import manifolds as mf
 from tolerances import EPS32, EPS64, rounding
 
+CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
+
 
 def test_relu_kernel_matches_monte_carlo():
     g = generator(0, "mc")
@@ -70,6 +72,20 @@ def test_distance_stats_match_a_loop():
     i = torch.tensor([0, 1, 7]); j = torch.tensor([9, 20, 29])
     loop_intra, loop_inter = mf.distance_stats_loop(R, labels, i, j)
     assert loop_intra == pytest.approx(intra) and loop_inter == pytest.approx(float((R[i] - R[j]).norm(dim=1).mean()))
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_distance_stats_of_a_representation_on_a_device(device):
+    """The collapse traces keep the representation on the training device: the same pairs (drawn on the
+    CPU), the same statistics up to the order of the sums."""
+    labels = torch.arange(5).repeat_interleave(8)
+    R = torch.randn(40, 6, generator=generator(2, "d"), dtype=torch.float64) + labels[:, None].double()
+    here = mf.distance_stats(R, labels, generator(0, "p"))
+    there = mf.distance_stats(R.to(device), labels, generator(0, "p"))
+    for name in ("intra", "inter", "intra_sq", "inter_sq"):
+        a, b = getattr(here, name), getattr(there, name)
+        # means of at most 20000 norms of 6 terms, each summed in another order
+        assert b == pytest.approx(a, abs=rounding(a, 20000 + 6))
 
 
 def test_distance_stats_unequal_classes():
@@ -242,7 +258,6 @@ def hand_written_adam(Z, labels, m, A, B, weight_decay_a, weight_decay_b, varian
     return params[0], params[1], smallest
 
 
-CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
 
 
 @pytest.mark.parametrize("device", ["cpu", CUDA])
