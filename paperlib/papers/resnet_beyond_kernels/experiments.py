@@ -312,7 +312,7 @@ class Study:
     # -------------------------------------------------------------- §4–6 networks
 
     def fit(self, arch, train_output, n, width, epochs, seeds, target=None, lrs=None, targets=None, weight_decays=None,
-            select_on="val"):
+            select_on="val", history_every=0, history_fns=None):
         """Train the lr x wd x seed grid (optionally x targets) of one architecture and width; returns the fit
         and a per-group summary of the configuration selected on validation (or, to show the paper's protocol
         beside ours, on the test set). `lrs` is one grid, or a dict giving some targets their own grid."""
@@ -327,7 +327,7 @@ class Study:
         result = hiernet.fit_grid(arch, configs, X_n, Ys[0], self.X_val, Ys[1], self.X_test, Ys[2], width=width,
                                   epochs=epochs, init_seed=self.init_seed(arch, width, train_output),
                                   train_output=train_output, batch_size=P.batch_size, momentum=P.momentum,
-                                  device=self.device)
+                                  device=self.device, history_every=history_every, history_fns=history_fns)
         summary = {}
         for group, index in result.best(on=select_on).items():
             tgt = targets[group[0]]
@@ -466,16 +466,25 @@ class Study:
         """3resnet at the paper's headline points (N = 500 all layers, N = 1000 hidden layers; ``paper_width``,
         ``paper_epochs``, ``paper_weight_decays``), selected on validation: median test error and ĝ over seeds, and
         the best kernel at N = 500 (measured, or predicted by D3). Beside them, the median test error that the paper's
-        protocol (selection on the test set) gives, which is never used for a verdict."""
-        P, points = self.P, {}
+        protocol (selection on the test set) gives, which is never used for a verdict. ``history``: the test
+        error and ĝ of the validation-selected networks against epochs (evaluated on the test set about 40
+        times during training; the evaluations draw nothing, so the training is the same without them)."""
+        P, points, history = self.P, {}, {}
+        X_test = self.X_test.to(self.device)
+        history_fns = {"error": hc.test_error, "g": lambda out, Y: self.H.g_coefficient(out.double(), X_test)}
         for n, train_output in ((500, True), (1000, False)):
             result, summary = self.fit("3resnet", train_output, n, P.paper_width, P.paper_epochs, P.seeds,
-                                       weight_decays=P.paper_weight_decays)
+                                       weight_decays=P.paper_weight_decays, history_every=max(1, P.paper_epochs // 40),
+                                       history_fns=history_fns)
+            chosen = [i for i in result.best(on="val").values() if i is not None]
+            history[n, train_output] = dict(epochs=np.array(result.history_epochs),
+                                            **{name: rows[:, chosen] for name, rows in result.history.items()})
             points[n, train_output] = list(summary.values())
             points[n, train_output, "test-selected"] = [
                 float(result.test_error[i]) if i is not None else math.inf for i in result.best(on="test").values()]
         median = lambda key, field: float(np.median([s[field] for s in points[key]]))
-        out = SimpleNamespace(points=points, error_all=median((500, True), "error"), g_all=median((500, True), "g"),
+        out = SimpleNamespace(points=points, history=history,
+                              error_all=median((500, True), "error"), g_all=median((500, True), "g"),
                               error_hidden=median((1000, False), "error"), g_hidden=median((1000, False), "g"),
                               test_selected={(n, train_output): float(np.median(points[n, train_output, "test-selected"]))
                                              for n, train_output in ((500, True), (1000, False))})

@@ -98,3 +98,31 @@ def summary(P, study, widths, sens, fig4):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def paper_points_history(P, study, points):
+    """The paper's headline points against epochs: (a) ĝ and (b) the test error of the validation-selected
+    3resnet of each seed (median, and the range over seeds), for N = 500 (all layers) and N = 1000
+    (hidden layers). The learning rate drops by 10 at half the epochs, as in the paper."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for (n, train_output), color in zip(points.history, plotting.PALETTE):
+        trace = points.history[n, train_output]
+        label = f"N = {n}, {'all layers' if train_output else 'hidden layers'}"
+        for ax, name in zip(axes, ("g", "error")):
+            values = trace[name]
+            ax.plot(trace["epochs"], np.median(values, axis=1), color=color, label=label)
+            ax.fill_between(trace["epochs"], values.min(axis=1), values.max(axis=1), color=color, alpha=0.2, lw=0)
+    for ax in axes:
+        ax.axvline(P.paper_epochs // 2, color="0.6", lw=0.8, ls="--", label="learning rate / 10")
+        ax.set_xlabel("epoch")
+    axes[0].axhline(1.0, color="0.3", ls=":", label="ĝ = 1: α G(F) learned")
+    axes[0].set_ylabel("G-coefficient ĝ on the test set")
+    axes[0].set_title(f"(a) ĝ against epochs, width {P.paper_width}")
+    axes[1].axhline(study.T, color="0.3", ls=":", label="k α² (F only)")
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("test error (sum of squares over 15 outputs)")
+    axes[1].set_title("(b) test error against epochs (median and range over seeds)")
+    for ax in axes:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

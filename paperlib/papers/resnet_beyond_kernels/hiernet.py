@@ -181,7 +181,8 @@ def train_sgd(arch: str, params: dict, X: torch.Tensor, Y: torch.Tensor, *, lr, 
     A configuration whose loss becomes non-finite or larger than 1e6 is frozen,
     its parameters zeroed, and flagged in ``diverged``: never silently kept.
     ``eval_sets`` maps a name to (X, Y) evaluated every ``eval_every`` epochs with
-    ``error_fn(out, Y)`` (C,) and stored in ``history``.
+    ``error_fn(out, Y)`` (C,) (or ``error_fn[name]``, one function per set) and stored in ``history``.
+    The evaluations draw nothing: the training is the same with or without them.
     """
     import time
 
@@ -206,8 +207,8 @@ def train_sgd(arch: str, params: dict, X: torch.Tensor, Y: torch.Tensor, *, lr, 
             return
         result.epochs.append(epoch)
         for key, (Xe, Ye) in eval_sets.items():
-            err = error_fn(predict(arch, params, Xe.to(dtype=dtype, device=device)),
-                           Ye.to(dtype=dtype, device=device)).double()
+            fn = error_fn[key] if isinstance(error_fn, dict) else error_fn
+            err = fn(predict(arch, params, Xe.to(dtype=dtype, device=device)), Ye.to(dtype=dtype, device=device)).double()
             err[diverged] = DIVERGED
             result.history.setdefault(key, []).append(err.cpu().numpy().copy())
 
@@ -444,6 +445,8 @@ class GridFit:
     params: dict
     seconds: float
     steps: int
+    history_epochs: list = field(default_factory=list)  # epochs of ``history`` (with ``history_every``)
+    history: dict = field(default_factory=dict)  # name -> (T, C) array, one row per epoch of history_epochs
 
     def best(self, on: str = "val") -> dict:
         """group -> index of the configuration with the smallest validation error
@@ -472,13 +475,15 @@ def grid_configs(lrs, weight_decays, seeds, **labels) -> list:
 
 def fit_grid(arch: str, configs: list, X, Y, X_val, Y_val, X_test, Y_test, *, width: int, epochs: int,
              init_seed, train_output: bool = True, batch_size: int = 50, momentum: float = 0.9,
-             device="cpu") -> GridFit:
+             device="cpu", history_every: int = 0, history_fns: dict | None = None) -> GridFit:
     """Train every configuration of ``configs`` as one batched program and evaluate it.
 
     ``Y``, ``Y_val``, ``Y_test`` are shared (N, k) or per configuration (C, N, k).
     ``init_seed(seed)`` gives the initialisation seed of a configuration's ``seed``;
     the shuffling seed is derived from it, so equal seeds share the initialisation
-    and the batch order across learning rates.
+    and the batch order across learning rates. With ``history_every``, each function of
+    ``history_fns`` (name -> fn(out, Y_test) of shape (C,)) is evaluated on the test set every
+    that many epochs (and at epoch 0 and the last), into ``history``.
     """
     from paperlib.papers.resnet_beyond_kernels.hypercube import test_error
 
@@ -486,7 +491,9 @@ def fit_grid(arch: str, configs: list, X, Y, X_val, Y_val, X_test, Y_test, *, wi
     params = {n: v.to(device) for n, v in init_params(arch, seeds, X.shape[1], Y.shape[-1], width).items()}
     result = train_sgd(arch, params, X, Y, lr=[c["lr"] for c in configs],
                        weight_decay=[c["weight_decay"] for c in configs], epochs=epochs, batch_size=batch_size,
-                       momentum=momentum, train_output=train_output, order_seeds=[derive_seed(s, "order") for s in seeds])
+                       momentum=momentum, train_output=train_output, order_seeds=[derive_seed(s, "order") for s in seeds],
+                       eval_sets={name: (X_test, Y_test) for name in history_fns or {}},
+                       eval_every=history_every if history_fns else 0, error_fn=history_fns)
     errors = []
     test_out = None
     for Xe, Ye in ((X_val, Y_val), (X_test, Y_test)):
@@ -496,7 +503,8 @@ def fit_grid(arch: str, configs: list, X, Y, X_val, Y_val, X_test, Y_test, *, wi
         errors.append(err)
         test_out = out
     return GridFit(arch, width, configs, errors[0], errors[1], test_out, result.diverged,
-                   {n: v.cpu() for n, v in result.params.items()}, result.seconds, result.steps)
+                   {n: v.cpu() for n, v in result.params.items()}, result.seconds, result.steps,
+                   result.epochs, {name: np.stack(rows) for name, rows in result.history.items()})
 
 
 def fit_ridge(train, val, test, Y, Y_val, ridges, offsets=(0.0, 0.0, 0.0), features: bool = False):

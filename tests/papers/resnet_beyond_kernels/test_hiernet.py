@@ -335,3 +335,24 @@ def test_ridge_path_falls_back_to_the_clipped_spectrum():
     direct = K_test @ torch.linalg.solve(K + ridges[1] * torch.eye(12, dtype=torch.float64), Y)
     # the Cholesky path: condition (2 + 0.5) / (0.5 - 1e-3) ~ 5, rounding(5, 12) ~ 1e-13; rtol 1e-10 is ample
     torch.testing.assert_close(pred[1], direct, rtol=1e-10, atol=1e-12)
+
+
+def test_fit_grid_history_leaves_the_training_unchanged():
+    """The history (the paper points' ĝ against epochs) evaluates the test set during training and draws
+    nothing: the parameters are bit for bit those of the same grid without it, and its last row is the
+    final test error."""
+    from paperlib.core.seeding import derive_seed
+
+    g = generator(1, "grid-history")
+    X, X_val, X_test = (hc.hypercube(n, 6, g) for n in (40, 12, 15))
+    w = torch.randn(6, 2, generator=g, dtype=torch.float64)
+    configs = hn.grid_configs([0.05, 0.1], [0.0, 1e-2], [0, 1])
+    kw = dict(width=8, epochs=5, init_seed=lambda s: derive_seed(5, "init", s), batch_size=10)
+    plain = hn.fit_grid("2layer", configs, X, X @ w, X_val, X_val @ w, X_test, X_test @ w, **kw)
+    traced = hn.fit_grid("2layer", configs, X, X @ w, X_val, X_val @ w, X_test, X_test @ w, **kw,
+                         history_every=2, history_fns={"error": hc.test_error})
+    for name in plain.params:
+        assert torch.equal(plain.params[name], traced.params[name])
+    assert traced.history_epochs == [0, 2, 4, 5] and traced.history["error"].shape == (4, len(configs))
+    # the history sums the 15 x 2 squares of the same float32 outputs in float32, the final error in float64
+    np.testing.assert_allclose(traced.history["error"][-1], plain.test_error, rtol=rounding(1.0, 2 * 15, eps=EPS32), atol=0)
