@@ -249,7 +249,7 @@ def _labels_from(onehot: torch.Tensor) -> torch.Tensor:
 
 def train_sgd(model: nn.Module, X: torch.Tensor, Y_onehot: torch.Tensor, X_test: torch.Tensor,
               Y_test_onehot: torch.Tensor, epochs: int, lr: float, batch_size: int,
-              generator: torch.Generator, lr_drop_epoch: Optional[int] = None,
+              generator: torch.Generator, lr_drop_epoch: Optional[int | Sequence[int]] = None,
               lr_drop_factor: float = 0.1, loss: str = "half_sum_mean_batch",
               record_every: int = 1, snapshot_epochs: Sequence[int] = (),
               clean_labels: Optional[torch.Tensor] = None,
@@ -257,14 +257,16 @@ def train_sgd(model: nn.Module, X: torch.Tensor, Y_onehot: torch.Tensor, X_test:
               momentum: float = 0.0, weight_decay: float = 0.0,
               divergence_threshold: float = DIVERGENCE_THRESHOLD,
               eval_batch_size: int = 2048, progress: bool = False,
-              snapshot_best: bool = False) -> SGDHistory:
+              snapshot_best: bool = False, optimizer: str = "sgd") -> SGDHistory:
     r"""Mini-batch SGD on ``model`` (updated in place) with a least-squares loss.
 
     - Each epoch draws a permutation of the ``n`` training samples from ``generator`` and
       takes :math:`\lceil n/B\rceil` steps (the last batch may be smaller; no augmentation).
     - The first ``lr_drop_epoch`` epochs use ``lr``, later epochs ``lr * lr_drop_factor``
-      (the paper's "0.1 -> 0.01 at epoch 760 of 800" is ``lr_drop_epoch=760``).
-    - ``torch.optim.SGD(momentum, weight_decay)``; the paper's setting is 0 and 0.
+      (the paper's "0.1 -> 0.01 at epoch 760 of 800" is ``lr_drop_epoch=760``); with several
+      epochs, the rate drops after each (App. C.3's "÷10 at 260 and 360" is ``[260, 360]``).
+    - ``torch.optim.SGD(momentum, weight_decay)``; the paper's setting is 0 and 0. With
+      ``optimizer="adam"``, ``torch.optim.Adam(weight_decay)`` instead (App. C.3's Table 9).
     - Everything runs on the model's device and dtype; data are cast to them.
     - The divergence guard (:func:`paperlib.nets.training.is_diverged`) is checked once per epoch on
       the epoch's mean batch loss against the initial full-train loss; a diverged run stops
@@ -285,14 +287,19 @@ def train_sgd(model: nn.Module, X: torch.Tensor, Y_onehot: torch.Tensor, X_test:
         return _train_sgd(model, X, Y_onehot, X_test, Y_test_onehot, epochs, lr, batch_size, generator,
                           lr_drop_epoch, lr_drop_factor, loss, record_every, snapshot_epochs, clean_labels,
                           clean_test_labels, momentum, weight_decay, divergence_threshold, eval_batch_size,
-                          progress, snapshot_best)
+                          progress, snapshot_best, optimizer)
 
 
 def _train_sgd(model, X, Y_onehot, X_test, Y_test_onehot, epochs, lr, batch_size, generator, lr_drop_epoch,
                lr_drop_factor, loss, record_every, snapshot_epochs, clean_labels, clean_test_labels, momentum,
-               weight_decay, divergence_threshold, eval_batch_size, progress, snapshot_best=False) -> SGDHistory:
+               weight_decay, divergence_threshold, eval_batch_size, progress, snapshot_best=False,
+               optimizer_name="sgd") -> SGDHistory:
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+    if optimizer_name not in ("sgd", "adam"):
+        raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer_name!r}")
+    drops = [] if lr_drop_epoch is None else \
+        [int(lr_drop_epoch)] if isinstance(lr_drop_epoch, (int, np.integer)) else [int(e) for e in lr_drop_epoch]
     for name, value in (("epochs", epochs), ("batch_size", batch_size), ("record_every", record_every)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < (0 if name == "epochs" else 1):
             raise ValueError(f"{name} must be a {'non-negative' if name == 'epochs' else 'positive'} "
@@ -342,8 +349,11 @@ def _train_sgd(model, X, Y_onehot, X_test, Y_test_onehot, epochs, lr, batch_size
         if epoch in snapshot_epochs:
             snapshots[epoch] = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay,
-                                foreach=FOREACH)
+    if optimizer_name == "adam":
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=FOREACH)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay,
+                                    foreach=FOREACH)
     model.train()
     start = time.perf_counter()
     record(0)
@@ -355,7 +365,8 @@ def _train_sgd(model, X, Y_onehot, X_test, Y_test_onehot, epochs, lr, batch_size
     loop = TrainingLoop(epochs, record_every, progress, "SGD", start=1, divergence_threshold=divergence_threshold)
     try:
         for epoch in loop:
-            current_lr = lr if (lr_drop_epoch is None or epoch <= lr_drop_epoch) else lr * lr_drop_factor
+            passed = sum(epoch > drop for drop in drops)
+            current_lr = lr if passed == 0 else lr * lr_drop_factor ** passed  # factor ** 1 == factor exactly
             for group in optimizer.param_groups:
                 group["lr"] = current_lr
             perm = torch.randperm(n, generator=generator, device=generator.device).to(device)

@@ -210,6 +210,30 @@ def test_lr_drop_and_loss_scaling_equivalence(tiny_split):
     np.testing.assert_allclose(a.train_loss, b.train_loss * 10 / 2, rtol=1e-10)
 
 
+def test_lr_drops_after_each_of_several_epochs(tiny_split):
+    # App. C.3's SGD schedule, "÷10 at 260 and 360": the rate drops after each listed epoch
+    _, h = _train(tiny_split, epochs=6, lr=0.2, lr_drop_epoch=[2, 4])
+    np.testing.assert_allclose(h.lrs, [0.2, 0.2, 0.02, 0.02, 0.002, 0.002])  # one float64 rounding each
+
+
+def test_adam_first_step_moves_every_weight_by_the_learning_rate(tiny_split):
+    """Table 9's optimizer: Adam's first step is lr * g / (|g| + eps) per entry, never more than lr, and lr
+    to within 1e-3 wherever |g| >= 1e-5; SGD's first step, lr * g, is not."""
+    model = ResNetNoBN(**SMALL, generator=generator(0, "init"))
+    before = [p.detach().clone() for p in model.parameters()]
+    Y, Yt = one_hot(tiny_split.y_train, 10), one_hot(tiny_split.y_test, 10)
+    lr = 1e-3
+    train_sgd(model, tiny_split.X_train[:16], Y[:16], tiny_split.X_test, Yt, epochs=1, lr=lr, batch_size=16,
+              generator=generator(0, "sgd"), optimizer="adam")
+    steps = torch.cat([(p.detach() - b).abs().flatten() for p, b in zip(model.parameters(), before)])
+    sizes = torch.cat([b.abs().flatten() for b in before])
+    rounding_of_update = 2 * EPS32 * (sizes + lr)  # theta - step rounded to float32
+    assert bool((steps <= lr + rounding_of_update).all())
+    assert float(((steps - lr).abs() <= 1e-3 * lr + rounding_of_update).double().mean()) > 0.5
+    with pytest.raises(ValueError, match="optimizer"):
+        _train(tiny_split, epochs=1, optimizer="rmsprop")
+
+
 def test_divergence_guard_flags_instead_of_raising(tiny_split):
     _, h = _train(tiny_split, epochs=30, lr=1e4)
     assert h.diverged and h.diverged_at is not None and h.diverged_at < 30
