@@ -11,7 +11,10 @@ with its executed notebook and a provenance file:
 
 A committed result goes **stale** when the chapter's claims change after it: the smoke reference
 (which CI keeps equal to what the notebook records) then lists claims that were added, removed or
-reworded since the run. :func:`staleness` says which, the book marks the result stale on the page,
+reworded since the run. A claim recorded only at `full` (say, a section that `smoke` skips) never reaches
+the smoke reference, so the claims the chapter declares in its ``claims.yaml`` are compared too: those
+declared since the run (``provenance["declared_claims"]``) count as added. For a provenance written
+before that field existed, they are the declared claims that its ledger does not hold. :func:`staleness` says which, the book marks the result stale on the page,
 and a test fails until the result is run again or the staleness is acknowledged in its provenance.
 """
 
@@ -21,7 +24,7 @@ import json
 from pathlib import Path
 
 from paperlib.core import params as P
-from paperlib.core.ledger import load as load_ledger
+from paperlib.core.ledger import declared_claims, load as load_ledger
 
 FULL_DIR = P.REPO_ROOT / "results" / "full"
 REFERENCE_DIR = P.REFERENCE_DIR
@@ -49,12 +52,18 @@ def load_full(paper: str, full_dir: Path | None = None) -> dict | None:
     return {"ledger": load_ledger(ledger_path), "provenance": provenance}
 
 
-def staleness(provenance: dict, current_smoke: dict) -> dict:
+def declared_ids(paper: str) -> list:
+    """The ids of the claims ``paper`` declares in its claims.yaml, templates (``{...}``) aside."""
+    return sorted(i for i in declared_claims(paper) if "{" not in i)
+
+
+def staleness(provenance: dict, current_smoke: dict, declared_since: list = ()) -> dict:
     """How the chapter's claims changed since the run: the claims of the smoke reference then
-    (``provenance["smoke_claims"]``) against those now (``current_smoke``: id -> statement).
-    Returns ``{"added": [...], "removed": [...], "reworded": [...]}``; all empty when current."""
+    (``provenance["smoke_claims"]``) against those now (``current_smoke``: id -> statement), and
+    ``declared_since``, the claims declared since the run. Returns
+    ``{"added": [...], "removed": [...], "reworded": [...]}``; all empty when current."""
     then = provenance["smoke_claims"]
-    return {"added": sorted(set(current_smoke) - set(then)),
+    return {"added": sorted((set(current_smoke) - set(then)) | set(declared_since)),
             "removed": sorted(set(then) - set(current_smoke)),
             "reworded": sorted(i for i in set(then) & set(current_smoke) if then[i] != current_smoke[i])}
 
@@ -72,7 +81,10 @@ def full_status(paper: str, full_dir: Path | None = None, reference_dir: Path | 
     result = load_full(paper, full_dir)
     if result is None:
         return None
-    changes = staleness(result["provenance"], current_smoke_claims(paper, reference_dir))
+    provenance = result["provenance"]
+    known = provenance.get("declared_claims", claim_statements(result["ledger"]))
+    declared_since = [i for i in declared_ids(paper) if i not in known]
+    changes = staleness(provenance, current_smoke_claims(paper, reference_dir), declared_since)
     return dict(result, changes=changes, stale=is_stale(changes))
 
 
@@ -96,7 +108,8 @@ def full_table_markdown(paper_ledger: dict, status: dict) -> str:
     lines = [f"**At `full` (the papers' scale)**: {describe_run(status['provenance'])}. "
              f"Its headline: {status['ledger']['headline']}.", ""]
     if status["stale"]:
-        lines += [stale_sentence(status["changes"]), ""]
+        why = status["provenance"].get("stale_acknowledged")
+        lines += [stale_sentence(status["changes"]) + (f" Why it is still shown: {why}" if why else ""), ""]
     lines += [f"| claim | kind | verdict at `{paper_ledger['preset']}` (this page) | verdict at `full` (GPU) | measured at `full` |",
               "|---|---|---|---|---|"]
     ids = [c["id"] for c in paper_ledger["claims"]] + [i for i in full_claims if i not in
@@ -129,7 +142,8 @@ def publish(paper: str, run_dir: str | Path, conditions: str, full_dir: Path | N
     papermill = nbformat.read(run_dir / f"{paper}.ipynb", as_version=4).metadata["papermill"]
     provenance = dict(paper=paper, preset="full", device=ledger["device"], started=papermill["start_time"],
                       finished=papermill["end_time"], revision=ledger["git"], runtime_s=ledger["runtime_s"],
-                      conditions=conditions, smoke_claims=current_smoke_claims(paper, reference_dir))
+                      conditions=conditions, smoke_claims=current_smoke_claims(paper, reference_dir),
+                      declared_claims=declared_ids(paper))
     full_dir.mkdir(parents=True, exist_ok=True)
     for suffix in (".json", ".ipynb"):
         shutil.copy(run_dir / f"{paper}{suffix}", full_dir / f"{paper}{suffix}")

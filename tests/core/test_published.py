@@ -62,6 +62,24 @@ def test_a_removed_claim_makes_the_result_stale():
     assert published.staleness(provenance, {"p": "below one"}) == {"added": [], "removed": ["gone"], "reworded": []}
 
 
+@pytest.mark.parametrize("recorded_by_provenance", [True, False])
+def test_a_claim_declared_after_the_run_makes_the_result_stale(folders, monkeypatch, recorded_by_provenance):
+    """A claim recorded only at `full` never reaches the smoke reference: a claim declared in claims.yaml
+    since the run (per the provenance's declared_claims, or, for an older provenance, one that the `full`
+    ledger does not hold) counts as added."""
+    full_dir, reference_dir = folders
+    provenance_path = full_dir / "demo.provenance.json"
+    provenance = json.loads(provenance_path.read_text())
+    if recorded_by_provenance:
+        provenance["declared_claims"] = ["p", "q"]
+    provenance_path.write_text(json.dumps(provenance))
+    monkeypatch.setattr(published, "declared_ids", lambda paper: ["p", "q"])
+    assert not published.full_status("demo", full_dir, reference_dir)["stale"]
+    monkeypatch.setattr(published, "declared_ids", lambda paper: ["p", "q", "r"])
+    status = published.full_status("demo", full_dir, reference_dir)
+    assert status["stale"] and status["changes"] == {"added": ["r"], "removed": [], "reworded": []}
+
+
 def test_a_result_without_complete_provenance_is_refused(folders):
     full_dir, _ = folders
     provenance = json.loads((full_dir / "demo.provenance.json").read_text())
