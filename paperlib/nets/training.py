@@ -31,6 +31,7 @@ __all__ = [
     "GDResult",
     "gd_shallow",
     "sgd_shallow",
+    "sgd_shallow_runs",
 ]
 
 #: a run whose relative residual ||r||/||y|| exceeds this is declared diverged
@@ -307,3 +308,58 @@ def sgd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Ten
     finally:
         loop.close()
     return history.result(W, label_norm, tau, diverged_at, converged)
+
+
+def sgd_shallow_runs(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tensor, act, lrs,
+                     num_steps: int, generators, log_every: int = 1, dtype=torch.float64, device=None,
+                     divergence_threshold: float = DIVERGENCE_THRESHOLD) -> list:
+    r"""Several runs of :func:`sgd_shallow` from the same ``W0``, each with its own step (``lrs``) and its
+    own stream of sample indices (``generators``, drawn exactly as :func:`sgd_shallow` draws them), as
+    one batched program: a step costs the operations of one run, not one per run (on a GPU a step of
+    one sample is a handful of tiny kernels, so the launches set the pace).
+
+    The arithmetic is :func:`sgd_shallow`'s, with the sums over units and inputs taken in batched
+    products, so a run agrees with it up to rounding, not bit for bit. A run that diverges is frozen
+    (its step set to 0) and reported, as :func:`sgd_shallow` reports it. Returns one
+    :class:`GDResult` per run."""
+    _check_log_every(log_every)
+    lrs = [float(lr) for lr in lrs]
+    if len(lrs) != len(generators) or not lrs:
+        raise ValueError(f"one generator per run: {len(lrs)} step sizes, {len(generators)} generators")
+    act = resolve_activation(act)
+    X, y, W0, v = _prepare([X, y, W0, v], dtype, device)
+    runs, n = len(lrs), X.shape[0]
+    indices = torch.stack([torch.randint(n, (num_steps,), generator=g, device=g.device) for g in generators])
+    indices = indices.to(X.device)                                    # (R, T)
+    W = W0.expand(runs, *W0.shape).clone()                           # (R, k, d)
+    step = torch.tensor(lrs, dtype=dtype, device=X.device)           # (R,): 0 once a run is stopped
+    label_norm = float(torch.linalg.vector_norm(y))
+    x_norms = torch.linalg.vector_norm(X, dim=1)
+    path = torch.zeros(runs, dtype=dtype, device=X.device)
+    histories = [_History(W0) for _ in range(runs)]
+    diverged_at = [None] * runs
+    iterations = [num_steps] * runs
+    loop = TrainingLoop(num_steps + 1, log_every, divergence_threshold=divergence_threshold)
+    for tau in range(num_steps + 1):
+        if loop.logs(tau):
+            r = (act.phi(W @ X.T) * v[:, None]).sum(1) - y             # (R, n): the full residual of every run
+            norms = torch.linalg.vector_norm(r, dim=1).tolist()        # one synchronisation per logged step
+            for run in range(runs):
+                if diverged_at[run] is None:
+                    histories[run].log(tau, norms[run], W[run], path[run])
+                    if loop.diverged(norms[run], label_norm):
+                        diverged_at[run], iterations[run] = tau, tau
+                        step[run] = 0.0
+            if all(at is not None for at in diverged_at):
+                break
+        if tau == num_steps:
+            break
+        i = indices[:, tau]
+        x = X[i]                                                     # (R, d)
+        z = torch.bmm(W, x[:, :, None]).squeeze(2)                   # (R, k)
+        ri = (act.phi(z) * v).sum(1) - y[i]
+        a = act.dphi(z).mul_(v).mul_(ri[:, None])                    # gradient of each run = a x^T
+        path += step * torch.linalg.vector_norm(a, dim=1) * x_norms[i]
+        W.baddbmm_((a * step[:, None])[:, :, None], x[:, None, :], alpha=-1.0)
+    return [history.result(W[run].clone(), label_norm, iterations[run], diverged_at[run], None)
+            for run, history in enumerate(histories)]

@@ -46,3 +46,19 @@ def test_lazy_selection_and_linearized_ratio():
     lazy = [dict(act="relu", k=k, seed=s, rate=1 - 0.02, step=0.1, ntk_min=0.2) for k in (50, 500) for s in (0, 1)]
     assert len(ex.select(lazy, "relu", k=500)) == 2 and ex.select(lazy, "softplus") == []
     assert np.isclose(ex.linearized_ratio(lazy[0]), 1.0)
+
+
+def test_the_sgd_section_batched_as_on_a_gpu_gives_the_runs_one_at_a_time():
+    """At `full` on a GPU the section's 2 x lazy_seeds SGD runs train together; on the CPU (every preset's
+    reference) one at a time. Both give the same section, up to the rounding of batched sums."""
+    from paperlib.core import params
+
+    P = params.plan("moderate-overparam", "smoke", {"sgd_epochs": 20, "lazy_seeds": 2})
+    alone, together = ex.sgd(P), ex.sgd(P, batched=True)
+    # residuals of 20 epochs x n steps, sums over k units and d inputs per step (contraction: not amplified)
+    tol = 8 * (P.sgd_width + P.sgd_input_dim) * together.steps * np.finfo(float).eps
+    np.testing.assert_allclose(together.sq, alone.sq, rtol=2 * tol)      # squares: twice the relative error
+    np.testing.assert_allclose(together.fast, alone.fast, rtol=2 * tol)
+    np.testing.assert_allclose(together.distances, alone.distances, rtol=tol)
+    # 1 - rate of a slope fitted to the logged residuals: a per-epoch rate near 1 (up to 0.99) loses two digits
+    np.testing.assert_allclose(together.gap_ratio, alone.gap_ratio, rtol=100 * tol)
