@@ -200,7 +200,7 @@ def distance_stats(R: torch.Tensor, labels: torch.Tensor, generator: torch.Gener
     if bool((counts == counts[0]).all()):
         groups = R_sorted.reshape(len(counts), int(counts[0]), -1)
         d = torch.cdist(groups, groups)
-        iu = torch.triu_indices(d.shape[1], d.shape[1], 1)
+        iu = torch.triu_indices(d.shape[1], d.shape[1], 1, device=d.device)
         pairs = d[:, iu[0], iu[1]]
         intra, intra_sq, total = float(pairs.sum()), float((pairs ** 2).sum()), pairs.numel()
     else:

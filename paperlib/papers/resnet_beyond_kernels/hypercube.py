@@ -283,12 +283,12 @@ class Target:
         self._check(X)
         return X[..., parity_set(self.num_outputs, self.split)].prod(dim=-1)
 
-    def signs(self, dtype=torch.float64) -> torch.Tensor:
+    def signs(self, dtype=torch.float64, device=None) -> torch.Tensor:
         """(-1)^i for i = 1..k (the paper's G_i = (-1)^i y1 y2 y3 y4)."""
-        return torch.tensor([(-1.0) ** i for i in range(1, self.num_outputs + 1)], dtype=dtype)
+        return torch.tensor([(-1.0) ** i for i in range(1, self.num_outputs + 1)], dtype=dtype, device=device)
 
     def __call__(self, X: torch.Tensor) -> torch.Tensor:
-        return self.beta * self.base(X) + self.alpha * self.composite_parity(X)[..., None] * self.signs(X.dtype)
+        return self.beta * self.base(X) + self.alpha * self.composite_parity(X)[..., None] * self.signs(X.dtype, X.device)
 
     def _check(self, X):
         if X.shape[-1] != self.input_dim:
@@ -306,7 +306,7 @@ class Target:
     def g_coefficient(self, out: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
         r""":math:`\hat g=\frac1{k\alpha}\sum_i\mathbb E[(\mathrm{out}_i-\beta F_i)(-1)^i\chi]`: 1 when
         :math:`\alpha G(F)` is learned, 0 when it is not (over the last two axes)."""
-        resid = (out - self.beta * self.base(X)) * self.signs(out.dtype) * self.composite_parity(X)[..., None]
+        resid = (out - self.beta * self.base(X)) * self.signs(out.dtype, out.device) * self.composite_parity(X)[..., None]
         return resid.sum(-1).mean(-1) / (self.num_outputs * self.alpha)
 
     def f_coefficient(self, out: torch.Tensor, X: torch.Tensor) -> torch.Tensor:

@@ -258,3 +258,14 @@ def test_sign_flip_constant():
 def test_dot_kernel_rejects_unknown_name():
     with pytest.raises(ValueError, match="unknown kernel"):
         hc.dot_kernel("laplace", 10)
+
+
+def test_the_target_and_its_coefficients_stay_on_their_inputs_device():
+    """At `full` the paper points' ĝ history is computed on the GPU: the target, ĝ, the F-coefficient and
+    the test error create nothing on the CPU. The meta device stands in for a GPU here: it refuses, as
+    CUDA does, a tensor from another device."""
+    H = hc.Target(15, 0.3, 1.0)
+    X = hc.hypercube(10, 30, torch.Generator().manual_seed(0)).to("meta")
+    out = torch.zeros(4, 10, 15, dtype=torch.float64, device="meta")
+    for value in (H(X), H.g_coefficient(out, X), H.f_coefficient(out, X), hc.test_error(out, H(X))):
+        assert value.device.type == "meta"
