@@ -251,6 +251,13 @@ def declared_claims(paper: str) -> dict:
         if unknown or facts.get("kind", EXPLORATORY) not in KINDS:
             raise LedgerError(f"{path}: claim {claim_id!r} has unknown fields {unknown} or kind {facts.get('kind')!r}; "
                               f"the fields are {', '.join(DECLARED_FIELDS)}")
+        robust = facts.get("robust", False)
+        if isinstance(robust, dict) and not (
+                len(robust) == 1 and "{" + next(iter(robust)) in claim_id
+                and isinstance(flags := next(iter(robust.values())), dict)
+                and all(isinstance(flag, bool) for flag in flags.values())):
+            raise LedgerError(f"{path}: claim {claim_id!r}: robust per member must read "
+                              "{placeholder: {value: true|false}}, with a placeholder of the id")
         if "check" in facts:
             try:
                 facts["check"] = declared_check(facts["check"])
@@ -285,8 +292,15 @@ class Ledger:
         if fill is not None:
             if not declared:
                 raise ValueError(f"claim {claim_id!r}: fill= is given but claims.yaml declares no such template")
+            if isinstance(declared.get("robust"), dict):  # one flag per member: {placeholder: {value: bool}}
+                (name, flags), = declared["robust"].items()
+                if fill.get(name) not in flags:
+                    raise ValueError(f"claim {claim_id!r}: claims.yaml declares no robustness for {name}={fill.get(name)!r}")
+                declared = dict(declared, robust=flags[fill[name]])
             claim_id = claim_id.format(**fill)
             declared = dict(declared, statement=declared["statement"].format(**fill))
+        elif isinstance(declared.get("robust"), dict):
+            raise ValueError(f"claim {claim_id!r}: claims.yaml declares robustness per member; give fill=")
         twice = sorted(name for name, value in given.items() if value is not None and name in declared)
         if twice:
             raise ValueError(f"claim {claim_id!r}: {', '.join(twice)} declared in claims.yaml and given again here; "

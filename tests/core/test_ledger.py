@@ -269,7 +269,9 @@ DECLARED = {"rate": {"source": "Theorem 2", "statement": "The residual contracts
                      "kind": "prediction", "robust": True, "note": "A standing note."},
             "seen": {"source": "Fig. 3", "statement": "The loss curve.", "kind": "exploratory", "paper_value": "0.1"},
             "gap-{name}-n{n}": {"source": "Fig. 2", "statement": "{name}, n={n:d}: a gap on {{±1}}^d.",
-                                "kind": "prediction"}}
+                                "kind": "prediction"},
+            "fit-{track}": {"source": "Table 1", "statement": "The {track} track fits.", "kind": "prediction",
+                            "robust": {"track": {"paper": True, "theory": False}}}}
 
 
 def declared_ledger():
@@ -295,6 +297,28 @@ def test_a_declared_template_names_each_claim_of_its_family():
         ("gap-relu-n20", "relu, n=20: a gap on {±1}^d."), ("gap-softplus-n20", "softplus, n=20: a gap on {±1}^d.")]
     with pytest.raises(ValueError, match="no such template"):
         ledger.record("other-{name}", measured=1.0, predicted=1.0, check=L.close(atol=0.1), fill=dict(name="relu"))
+
+
+def test_a_template_may_declare_robustness_per_member():
+    """Robustness is a property of each claim of a family (a track's claim holds at every seed, the other
+    track's does not): declared once per member in claims.yaml, never computed in a cell."""
+    ledger = declared_ledger()
+    for track in ("paper", "theory"):
+        ledger.record("fit-{track}", measured=1.0, predicted=1.0, check=L.close(atol=0.1), fill=dict(track=track))
+    assert [(c["id"], c["robust"]) for c in ledger.claims] == [("fit-paper", True), ("fit-theory", False)]
+    with pytest.raises(ValueError, match="no robustness for track='other'"):
+        ledger.record("fit-{track}", measured=1.0, predicted=1.0, check=L.close(atol=0.1), fill=dict(track="other"))
+    with pytest.raises(ValueError, match="robustness per member"):
+        ledger.record("fit-{track}", measured=1.0, predicted=1.0, check=L.close(atol=0.1))
+
+
+def test_a_malformed_robustness_per_member_is_refused_with_its_path(tmp_path, monkeypatch):
+    path = tmp_path / "claims.yaml"
+    path.write_text("fit-{track}:\n  source: T1\n  statement: s\n  kind: prediction\n  robust: {seed: {a: yes-ish}}\n",
+                    encoding="utf-8")
+    monkeypatch.setattr(L, "claims_file", lambda paper, package_dir=None: path)
+    with pytest.raises(L.LedgerError, match="robust per member"):
+        L.declared_claims("demo")
 
 
 def test_a_claim_said_twice_or_never_is_refused_by_name():

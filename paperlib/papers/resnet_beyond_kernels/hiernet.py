@@ -181,7 +181,9 @@ def train_sgd(arch: str, params: dict, X: torch.Tensor, Y: torch.Tensor, *, lr, 
     A configuration whose loss becomes non-finite or larger than 1e6 is frozen,
     its parameters zeroed, and flagged in ``diverged``: never silently kept.
     ``eval_sets`` maps a name to (X, Y) evaluated every ``eval_every`` epochs with
-    ``error_fn(out, Y)`` (C,) (or ``error_fn[name]``, one function per set) and stored in ``history``.
+    ``error_fn(out, Y)`` (C,) and stored in ``history`` under that name. ``error_fn`` may instead map
+    names to functions, all applied to one prediction of the single evaluation set (one forward pass for
+    several measures); ``history`` then holds one entry per function.
     The evaluations draw nothing: the training is the same with or without them.
     """
     import time
@@ -193,6 +195,8 @@ def train_sgd(arch: str, params: dict, X: torch.Tensor, Y: torch.Tensor, *, lr, 
     X, Y = X.to(dtype=dtype, device=device), Y.to(dtype=dtype, device=device)
     if epochs <= 0 or batch_size <= 0:
         raise ValueError(f"epochs and batch_size must be positive, got {epochs}, {batch_size}")
+    if isinstance(error_fn, dict) and len(eval_sets or {}) != 1:
+        raise ValueError("several error functions need exactly one evaluation set")
     lr = torch.as_tensor(lr, dtype=dtype).expand(C).clone().to(device)
     wd = torch.as_tensor(weight_decay, dtype=dtype).expand(C).clone().to(device)
     names = trainable_names(arch, train_output)
@@ -207,10 +211,11 @@ def train_sgd(arch: str, params: dict, X: torch.Tensor, Y: torch.Tensor, *, lr, 
             return
         result.epochs.append(epoch)
         for key, (Xe, Ye) in eval_sets.items():
-            fn = error_fn[key] if isinstance(error_fn, dict) else error_fn
-            err = fn(predict(arch, params, Xe.to(dtype=dtype, device=device)), Ye.to(dtype=dtype, device=device)).double()
-            err[diverged] = DIVERGED
-            result.history.setdefault(key, []).append(err.cpu().numpy().copy())
+            out, Ye = predict(arch, params, Xe.to(dtype=dtype, device=device)), Ye.to(dtype=dtype, device=device)
+            for name, fn in (error_fn.items() if isinstance(error_fn, dict) else [(key, error_fn)]):
+                err = fn(out, Ye).double()
+                err[diverged] = DIVERGED
+                result.history.setdefault(name, []).append(err.cpu().numpy().copy())
 
     evaluate(0)
     # The trainable parameters are views of one flat buffer, so that a step updates them all in five
@@ -492,7 +497,7 @@ def fit_grid(arch: str, configs: list, X, Y, X_val, Y_val, X_test, Y_test, *, wi
     result = train_sgd(arch, params, X, Y, lr=[c["lr"] for c in configs],
                        weight_decay=[c["weight_decay"] for c in configs], epochs=epochs, batch_size=batch_size,
                        momentum=momentum, train_output=train_output, order_seeds=[derive_seed(s, "order") for s in seeds],
-                       eval_sets={name: (X_test, Y_test) for name in history_fns or {}},
+                       eval_sets={"test": (X_test, Y_test)} if history_fns else None,
                        eval_every=history_every if history_fns else 0, error_fn=history_fns)
     errors = []
     test_out = None

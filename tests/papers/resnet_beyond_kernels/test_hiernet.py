@@ -350,9 +350,11 @@ def test_fit_grid_history_leaves_the_training_unchanged():
     kw = dict(width=8, epochs=5, init_seed=lambda s: derive_seed(5, "init", s), batch_size=10)
     plain = hn.fit_grid("2layer", configs, X, X @ w, X_val, X_val @ w, X_test, X_test @ w, **kw)
     traced = hn.fit_grid("2layer", configs, X, X @ w, X_val, X_val @ w, X_test, X_test @ w, **kw,
-                         history_every=2, history_fns={"error": hc.test_error})
+                         history_every=2, history_fns={"error": hc.test_error,
+                                                       "half": lambda out, Y: 0.5 * hc.test_error(out, Y)})
     for name in plain.params:
         assert torch.equal(plain.params[name], traced.params[name])
     assert traced.history_epochs == [0, 2, 4, 5] and traced.history["error"].shape == (4, len(configs))
+    assert np.array_equal(traced.history["half"], 0.5 * traced.history["error"])  # both from one prediction
     # the history sums the 15 x 2 squares of the same float32 outputs in float32, the final error in float64
     np.testing.assert_allclose(traced.history["error"][-1], plain.test_error, rtol=rounding(1.0, 2 * 15, eps=EPS32), atol=0)
