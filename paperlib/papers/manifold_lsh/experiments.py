@@ -258,13 +258,19 @@ class Tracks:
         lab = self.labels(lab, m, "theory", kind, seed_label, m, theta_scale, "train")
         labt = self.labels(labt, m, "theory", kind, seed_label, m, theta_scale, "test")
         C = mf.random_layer(input_dim(P), P.random_width, gen)
-        Z, Zt = mf.features(C, mf.with_bias(X)), mf.features(C, mf.with_bias(Xt))
+        # the features (at `full` 20 000 x 4096 in float64) and every product with them on the training device;
+        # the draws stay on the CPU, and so do the results
+        device = self.device
+        C_dev = C.to(device)
+        Z, Zt = (mf.features(C_dev, mf.with_bias(points.to(device))) for points in (X, Xt))
         A, B = mf.train_theory(Z, lab, m, P.theory_width, weight_decay_a=weight_decay, weight_decay_b=weight_decay,
                                variance_reg=variance_reg, steps=P.theory_steps, lr=P.theory_lr, generator=gen,
-                               device=self.device)
-        rep = lambda Xin: mf.features(C, mf.with_bias(Xin)) @ B.T
-        return self.evaluate(fam, gen, rep, Z @ B.T @ A.T, lab, Zt @ B.T @ A.T, labt, Z @ B.T, Zt @ B.T, Xt, theta_scale,
-                             extra=dict(A=A, B=B, C=C, Z=Z, Zt=Zt, lab=lab, labt=labt))
+                               device=device)
+        A_dev, B_dev = A.to(device), B.to(device)
+        rep = lambda Xin: (mf.features(C_dev, mf.with_bias(Xin.to(device))) @ B_dev.T).cpu()
+        R_tr, R_te = Z @ B_dev.T, Zt @ B_dev.T
+        return self.evaluate(fam, gen, rep, (R_tr @ A_dev.T).cpu(), lab, (R_te @ A_dev.T).cpu(), labt, R_tr.cpu(),
+                             R_te.cpu(), Xt, theta_scale, extra=dict(A=A, B=B, C=C, Z=Z.cpu(), Zt=Zt.cpu(), lab=lab, labt=labt))
 
     def paper(self, kind):
         """The paper-track MLP on family ``kind``. The first call trains the MLPs of every family in

@@ -84,7 +84,7 @@ def latents(num: int, latent_dim: int, generator: torch.Generator) -> torch.Tens
 def with_bias(X: torch.Tensor) -> torch.Tensor:
     """x' = (x/sqrt 2, 1/sqrt 2) for x normalized to the unit sphere: the theory's input."""
     X = X / X.norm(dim=1, keepdim=True)
-    return torch.cat([X, torch.ones(X.shape[0], 1, dtype=X.dtype)], 1) / math.sqrt(2)
+    return torch.cat([X, torch.ones(X.shape[0], 1, dtype=X.dtype, device=X.device)], 1) / math.sqrt(2)
 
 
 # ------------------------------------------------------------------ the random ReLU layer (C1-C4)

@@ -407,3 +407,14 @@ def test_effective_rank_against_numpy_and_its_limits():
     assert abs(mf.effective_rank(equal) - k) <= rounding(k, 8 * 4)
     line = torch.arange(10, dtype=torch.float64)[:, None] * torch.ones(1, 5, dtype=torch.float64)
     assert abs(mf.effective_rank(line) - 1) <= rounding(1, 10 * 5)
+
+
+def test_the_theory_features_stay_on_their_inputs_device():
+    """At `full` the theory track computes its features (20 000 x 4096 in float64) on the GPU: the
+    input with its bias coordinate and the features create nothing on the CPU. The meta device stands in
+    for a GPU here: it refuses, as CUDA does, a tensor from another device."""
+    X = torch.zeros(7, 5, dtype=torch.float64, device="meta")
+    C = torch.zeros(11, 6, dtype=torch.float64, device="meta")
+    Xb = mf.with_bias(X)
+    assert Xb.device.type == "meta" and Xb.shape == (7, 6)
+    assert mf.features(C, Xb).device.type == "meta"
