@@ -2,10 +2,13 @@
 # Run chapters at `full` on a lent GPU machine, detached, and collect what they leave.
 #
 #   benchmarks/full_on_gpu.sh start [PAPER ...]   install the notebook stack from .whl/, start each
-#                                                 chapter detached (setsid), sample the GPU every 5 s
+#                                                 chapter detached (setsid), sample the GPU and each
+#                                                 chapter's share of it every 5 s (gpu_sampler.py)
 #   benchmarks/full_on_gpu.sh poll SECONDS        wait up to SECONDS (or until every run ended), then
-#                                                 pack logs, GPU samples, finished results and the
+#                                                 print the utilisation per chapter, and pack logs,
+#                                                 GPU samples, finished results and the
 #                                                 notebooks in progress into $OUT/full-runs.tar.gz
+#   benchmarks/full_on_gpu.sh stop                end the runs and the sampler
 #
 # papermill saves the notebook after every cell, with each cell's start, end and duration in its
 # metadata: the notebook in progress (in the run's scratch folder) tells where the time goes.
@@ -13,11 +16,12 @@
 # Runs live in /tmp/full on the machine, so they outlast one call only while calls follow back to
 # back (the machine is given back about 30 s after a call ends). See DEVELOPERS.md.
 set -euo pipefail
-RUNS=/tmp/full
+RUNS=${RUNS:-/tmp/full}
+PRESET=${PRESET:-full}  # PRESET=smoke RUNS=/tmp/rehearsal: a rehearsal of the whole flow on any machine
 PAPERS_ALL="moderate-overparam jacobian-lowrank resnet-beyond-kernels bottleneck manifold-lsh"
 
 setup_env() {
-    if [ ! -d /tmp/site/papermill ]; then
+    if [ -d .whl ] && [ ! -d /tmp/site/papermill ]; then  # without .whl/, the notebook stack is already installed
         pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl >/tmp/pip.log 2>&1 \
             || { tail -20 /tmp/pip.log; exit 1; }
     fi
@@ -30,24 +34,29 @@ start() {
     local papers="${*:-$PAPERS_ALL}" n threads
     n=$(echo $papers | wc -w); threads=$(( $(nproc) / n )); [ $threads -ge 1 ] || threads=1
     # everything under setsid: a call's own processes end with it, and a pipe to one of them would too
-    setsid nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 5 \
-        >$RUNS/gpu-util.csv 2>&1 </dev/null &
+    # the whole GPU and each chapter's processes, every 5 s (FULL_RUN_PAPER names a process's chapter)
+    setsid python3 benchmarks/gpu_sampler.py sample $RUNS/gpu-samples.csv --every 5 > $RUNS/sampler.out 2>&1 </dev/null &
     for paper in $papers; do
-        OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads setsid bash -c \
-            "start=\$(date +%s); python -m paperlib run $paper --preset full --out $RUNS/$paper --log-output;
+        FULL_RUN_PAPER=$paper OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads setsid bash -c \
+            "start=\$(date +%s); python -m paperlib run $paper --preset $PRESET --out $RUNS/$paper --log-output;
              echo \"exit \$? after \$(( \$(date +%s) - start )) s\"" >$RUNS/$paper.log 2>&1 </dev/null &
     done
-    python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0))'
+    python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")'
     echo "started: $papers ($threads CPU threads each)"
 }
 
 poll() {
     local until=$(( $(date +%s) + ${1:-60} ))
-    while [ $(date +%s) -lt $until ] && pgrep -f "paperlib run" >/dev/null; do sleep 10; done
-    for log in $RUNS/*.log; do echo "== $log"; grep -v '%|' $log | tail -4; done
-    tail -2 $RUNS/gpu-util.csv
-    tar -czf "$OUT/full-runs.tar.gz" -C "$(dirname $RUNS)" "$(basename $RUNS)" || true
+    while [ $(date +%s) -lt $until ] && pgrep -f -- "--out $RUNS/" >/dev/null; do sleep 10; done
+    for log in $RUNS/*.log; do echo "== $log"; { grep -v '%|' $log || true; } | tail -4; done
+    python3 benchmarks/gpu_sampler.py summary $RUNS/gpu-samples.csv | tee $RUNS/gpu-summary.md || true
+    tar -czf "${OUT:?}/full-runs.tar.gz" -C "$(dirname $RUNS)" "$(basename $RUNS)" || true
     ls -la "$OUT"
+}
+
+stop() {  # end the runs and the sampler (a rehearsal's end; a GPU machine's processes end when it goes back)
+    pkill -f -- "--out $RUNS/" || true  # this folder's runs only
+    pkill -f "gpu_sampler.py sample $RUNS/" || true
 }
 
 "$@"
