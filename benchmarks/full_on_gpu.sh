@@ -5,7 +5,8 @@
 #                                                 chapter detached (setsid), sample the GPU and each
 #                                                 chapter's share of it every 5 s (gpu_sampler.py)
 #   benchmarks/full_on_gpu.sh poll SECONDS        wait up to SECONDS (or until every run ended), then
-#                                                 print the utilisation per chapter, and pack logs,
+#                                                 print the utilisation and the time per section of
+#                                                 each chapter, and pack logs,
 #                                                 GPU samples, finished results and the
 #                                                 notebooks in progress into $OUT/full-runs.tar.gz
 #   benchmarks/full_on_gpu.sh stop                end the runs and the sampler
@@ -50,6 +51,9 @@ poll() {
     while [ $(date +%s) -lt $until ] && pgrep -f -- "--out $RUNS/" >/dev/null; do sleep 10; done
     for log in $RUNS/*.log; do echo "== $log"; { grep -v '%|' $log || true; } | tail -4; done
     python3 benchmarks/gpu_sampler.py summary $RUNS/gpu-samples.csv | tee $RUNS/gpu-summary.md || true
+    # where each run's time went, finished or in progress (papermill's scratch copy)
+    python3 benchmarks/section_times.py $(ls $RUNS/*/*.ipynb $RUNS/*/.*/*.ipynb 2>/dev/null | grep -v '\.source\.ipynb$') >$RUNS/section-times.md || true
+    grep -h "running since\|failed\|^| total\|^###" $RUNS/section-times.md || true
     tar -czf "${OUT:?}/full-runs.tar.gz" -C "$(dirname $RUNS)" "$(basename $RUNS)" || true
     ls -la "$OUT"
 }
