@@ -388,8 +388,8 @@ def test_train_mlp_rejects_an_unknown_loss():
 
 
 def test_effective_rank_against_numpy_and_its_limits():
-    """exp(entropy) of the normalised squared singular values of the centred rows, computed with numpy's SVD;
-    k orthogonal directions of equal spread give k, a line gives 1, and a shift of every row changes nothing."""
+    """exp(entropy) of the normalised squared singular values of the centred rows, against numpy's SVD (the
+    function takes them from the eigenvalues of a Gram matrix); k orthogonal directions of equal spread give k, a line gives 1, and a shift of every row changes nothing."""
     R = torch.randn(60, 12, generator=generator(0, "erank"), dtype=torch.float64) * torch.linspace(0.1, 2, 12)
     Rc = R.numpy() - R.numpy().mean(0)
     s2 = np.linalg.svd(Rc, compute_uv=False) ** 2
@@ -407,6 +407,12 @@ def test_effective_rank_against_numpy_and_its_limits():
     assert abs(mf.effective_rank(equal) - k) <= rounding(k, 8 * 4)
     line = torch.arange(10, dtype=torch.float64)[:, None] * torch.ones(1, 5, dtype=torch.float64)
     assert abs(mf.effective_rank(line) - 1) <= rounding(1, 10 * 5)
+    # fewer rows than columns: the Gram of the rows, the same nonzero spectrum
+    wide = torch.randn(9, 30, generator=generator(0, "erank-w"), dtype=torch.float64)
+    s2 = np.linalg.svd(wide.numpy() - wide.numpy().mean(0), compute_uv=False) ** 2
+    p = s2[:8] / s2.sum()  # centring 9 rows leaves rank 8
+    expected = float(np.exp(-(p * np.log(p)).sum()))
+    assert abs(mf.effective_rank(wide) - expected) <= rounding(expected * math.log(8), 9 * 30)
 
 
 def test_the_theory_features_stay_on_their_inputs_device():
