@@ -266,7 +266,7 @@ def input_jacobians(layers: list, X: torch.Tensor, slope: float = 0.0) -> list:
     [F_0, ..., F_{L-1}, Jf] with F_l of shape (N, n_l, d_in) and Jf (N, d_out, d_in)."""
     derivs, _ = masks(layers, X, slope)
     N, d = X.shape
-    F = [torch.eye(d, dtype=torch.float64).expand(N, d, d)]
+    F = [torch.eye(d, dtype=torch.float64, device=X.device).expand(N, d, d)]
     for index, (W, _) in enumerate(layers):
         G = W @ F[-1]  # (N, n_l, d)
         F.append(G * derivs[index][:, :, None] if index < len(layers) - 1 else G)
@@ -284,7 +284,7 @@ def backward_jacobians(layers: list, X: torch.Tensor, slope: float = 0.0) -> lis
     derivs, _ = masks(layers, X, slope)
     N = X.shape[0]
     d_out = layers[-1][0].shape[0]
-    B = [torch.eye(d_out, dtype=torch.float64).expand(N, d_out, d_out)]
+    B = [torch.eye(d_out, dtype=torch.float64, device=X.device).expand(N, d_out, d_out)]
     for index in range(len(layers) - 2, -1, -1):
         W_next = layers[index + 1][0]
         B.insert(0, (B[0] @ W_next) * derivs[index][:, None, :])
@@ -319,7 +319,7 @@ def ntk_top_eigenvalue(layers: list, X: torch.Tensor, slope: float = 0.0, iters:
         return forward(pairs, X, slope)
 
     out, pullback = vjp(outputs, *params)
-    v = torch.randn(out.shape, generator=generator, dtype=torch.float64)
+    v = torch.randn(out.shape, generator=generator, dtype=torch.float64).to(out.device)  # drawn where the generator is
     v = v / v.norm()
     value = 0.0
     for _ in range(iters):

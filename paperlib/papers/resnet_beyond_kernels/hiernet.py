@@ -298,8 +298,8 @@ def random_relu_features(X: torch.Tensor, num_features: int, seed: int) -> torch
     mapping" with D chosen independently of the width.  Returns (N, D) in float64."""
     gen = torch.Generator().manual_seed(int(seed))
     d = X.shape[-1]
-    W = torch.randn(num_features, d, generator=gen, dtype=torch.float64) / math.sqrt(d)
-    b = torch.randn(num_features, generator=gen, dtype=torch.float64) / math.sqrt(d)
+    W = (torch.randn(num_features, d, generator=gen, dtype=torch.float64) / math.sqrt(d)).to(X.device)
+    b = (torch.randn(num_features, generator=gen, dtype=torch.float64) / math.sqrt(d)).to(X.device)
     return torch.relu(X.double() @ W.T + b) / math.sqrt(num_features)
 
 
@@ -315,7 +315,7 @@ def entk_features(arch: str, params: dict, X: torch.Tensor) -> dict:
     with torch.no_grad():
         parts = {key: value[0] for key, value in forward_parts(arch, p, X).items()}
     p = {name: value[0] for name, value in p.items()}
-    ones = torch.ones(X.shape[0], 1, dtype=torch.float64)
+    ones = torch.ones(X.shape[0], 1, dtype=torch.float64, device=X.device)
     k = p["A"].shape[0]
     col = (p["A"] ** 2).sum(0) / k  # (1/k) sum_r A_rj^2
     s1 = _relu_grad(parts["h1"])
@@ -331,7 +331,7 @@ def entk_features(arch: str, params: dict, X: torch.Tensor) -> dict:
         feats["a2"] = parts["a2"]
     elif arch == "3resnet":
         s2 = _relu_grad(parts["h2"])
-        J = torch.eye(k, dtype=torch.float64) + (p["A"][None] * s2[:, None, :]) @ p["V"]  # (N, k, k) d out/d o1
+        J = torch.eye(k, dtype=torch.float64, device=X.device) + (p["A"][None] * s2[:, None, :]) @ p["V"]  # (N, k, k) d out/d o1
         feats["gW"] = ((J @ p["A"]) * s1[:, None, :]).flatten(1) / math.sqrt(k)
         feats["u"] = torch.cat([parts["o1"], ones], 1)
         feats["gV"] = s2 * col.sqrt()
@@ -427,7 +427,7 @@ def feature_ridge_path(Phi: torch.Tensor, Y: torch.Tensor, ridges: Sequence[floa
     of one eigh of the feature covariance)."""
     evals, Q = torch.linalg.eigh(Phi.double().T @ Phi.double())
     QtPY = Q.T @ (Phi.double().T @ Y.double())
-    ridges = torch.as_tensor(ridges, dtype=torch.float64)
+    ridges = torch.as_tensor(ridges, dtype=torch.float64, device=evals.device)
     coef = QtPY[None] / (evals[None, :, None] + ridges[:, None, None])
     return [torch.einsum("ep,rpk->rek", P_e.double() @ Q, coef) for P_e in Phi_evals]
 

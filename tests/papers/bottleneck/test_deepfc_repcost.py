@@ -522,3 +522,14 @@ def test_theorem7_bound_is_infinite_when_its_exponential_overflows():
     X = torch.randn(5, d, generator=generator(8, "x"), dtype=torch.float64)
     measured, bound = rc.theorem7_bound(net, X, k, slope=1.0)
     assert np.isinf(bound).all() and np.isfinite(measured).all()
+
+
+def test_the_jacobian_recursions_stay_on_their_inputs_device():
+    """The input and backward Jacobian recursions make their identity on the input's device, so that a
+    network on a GPU can be analysed there. The meta device stands in for a GPU: it refuses, as CUDA
+    does, a tensor from another device. (The chapter analyses its networks on the CPU.)"""
+    layers = [(torch.zeros(5, 3, dtype=torch.float64, device="meta"), torch.zeros(5, dtype=torch.float64, device="meta")),
+              (torch.zeros(2, 5, dtype=torch.float64, device="meta"), torch.zeros(2, dtype=torch.float64, device="meta"))]
+    X = torch.zeros(4, 3, dtype=torch.float64, device="meta")
+    assert df.jacobian(layers, X).device.type == "meta"
+    assert all(B.device.type == "meta" for B in df.backward_jacobians(layers, X))

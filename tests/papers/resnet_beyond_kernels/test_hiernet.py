@@ -358,3 +358,17 @@ def test_fit_grid_history_leaves_the_training_unchanged():
     assert np.array_equal(traced.history["half"], 0.5 * traced.history["error"])  # both from one prediction
     # the history sums the 15 x 2 squares of the same float32 outputs in float32, the final error in float64
     np.testing.assert_allclose(traced.history["error"][-1], plain.test_error, rtol=rounding(1.0, 2 * 15, eps=EPS32), atol=0)
+
+
+@pytest.mark.parametrize("arch", ["2layer", "3layer", "3resnet"])
+def test_kernel_features_stay_on_their_inputs_device(arch):
+    """The eNTK features, the random ReLU features and the ridge path on features create nothing on the
+    CPU, so that they can run on a GPU. The meta device stands in for a GPU: it refuses, as CUDA does, a
+    tensor from another device. (The chapter computes its kernels on the CPU.)"""
+    params = {name: value[0].to("meta") for name, value in hn.init_params(arch, [0], 6, 3, 4).items()}
+    X = torch.zeros(5, 6, device="meta")
+    feats = hn.entk_features(arch, params, X)
+    assert all(value.device.type == "meta" for value in feats.values() if isinstance(value, torch.Tensor))
+    Phi = hn.random_relu_features(X, 7, seed=0)
+    assert Phi.device.type == "meta"
+    assert hn.feature_ridge_path(Phi, torch.zeros(5, 3, device="meta"), [0.1, 1.0], Phi)[0].device.type == "meta"
