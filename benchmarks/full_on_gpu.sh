@@ -34,9 +34,9 @@ start() {
     mkdir -p $RUNS
     local papers="${*:-$PAPERS_ALL}" n threads
     n=$(echo $papers | wc -w); threads=$(( $(nproc) / n )); [ $threads -ge 1 ] || threads=1
-    # everything under setsid: a call's own processes end with it, and a pipe to one of them would too
     # the number every launch-count estimate assumed (about 8 µs an operator), measured here first: a few seconds
     python3 benchmarks/launch_overhead.py | tee $RUNS/launch-overhead.txt || true
+    # everything below under setsid: a call's own processes end with it, and a pipe to one of them would too
     # the whole GPU and each chapter's processes, every 5 s (FULL_RUN_PAPER names a process's chapter)
     setsid python3 benchmarks/gpu_sampler.py sample $RUNS/gpu-samples.csv --every 5 > $RUNS/sampler.out 2>&1 </dev/null &
     for paper in $papers; do
