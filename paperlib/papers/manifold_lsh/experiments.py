@@ -296,9 +296,8 @@ class Tracks:
         for kind, (fam, gen, X, lab, Xt, labt, mean, std), model in zip(kinds, drawn, models):
             norm = lambda Xin, mean=mean, std=std: (Xin - mean) / std
             rep = lambda Xin, model=model, norm=norm: mf.mlp_representation(model, norm(Xin))
-            with torch.no_grad():
-                out_tr, out_te = model(norm(X).float()).double(), model(norm(Xt).float()).double()
-            self.runs["paper", kind] = self.evaluate(fam, gen, rep, out_tr, lab, out_te, labt, rep(X), rep(Xt), Xt,
+            (out_tr, R_tr), (out_te, R_te) = mf.mlp_outputs(model, norm(X)), mf.mlp_outputs(model, norm(Xt))
+            self.runs["paper", kind] = self.evaluate(fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt,
                                                      P.theta_scale, raw=norm(Xt))
 
     def evaluate(self, fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt, theta_scale, raw=None, extra=None):
@@ -447,8 +446,8 @@ def collapse_traces(P, tracks: Tracks, device) -> dict:
     def trace(epoch, models):
         Xd = Xn_t.to(next(models[0].parameters()).device)
         for reading, model in zip(readings, models):  # on the training device: at `full`, 600 epochs x 2 readings
-            R = model[:4](Xd).double()
-            accuracy = float((model(Xd).argmax(1).cpu() == labt).double().mean())
+            outputs, R = mf.mlp_outputs(model, Xd)
+            accuracy = float((outputs.argmax(1).cpu() == labt).double().mean())
             rows[reading].append((epoch, accuracy, mf.distance_stats(R, labt, generator(P.seed, "pairs-collapse")).rho,
                                   mf.effective_rank(R)))
 
@@ -482,9 +481,8 @@ def real_data(P, device) -> list:
                            device=device)
     runs = []
     for rep_seed, ((split, _, Xn_test), model) in enumerate(zip(splits, models)):
-        with torch.no_grad():
-            accuracy = float((model(Xn_test.float()).argmax(1) == split.y_test).double().mean())
-        R = mf.mlp_representation(model, Xn_test)
+        outputs, R = mf.mlp_outputs(model, Xn_test)
+        accuracy = float((outputs.argmax(1) == split.y_test).double().mean())
         runs.append((accuracy, mf.distance_stats(R, split.y_test, generator(P.seed, "pairs-r", rep_seed)).rho,
                      mf.distance_stats(Xn_test, split.y_test, generator(P.seed, "pairs-r", rep_seed)).rho,
                      R, split.y_test))

@@ -443,3 +443,11 @@ def effective_rank(R: torch.Tensor) -> float:
 def mlp_representation(model, X: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         return model[:4](X.float()).double()
+
+
+def mlp_outputs(model, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The outputs and the representation (the penultimate post-ReLU layer) of a paper-track MLP, from one
+    forward pass: (outputs, R), both float64."""
+    with torch.no_grad():
+        hidden = model[:4](X.float())
+        return model[4](hidden).double(), hidden.double()

@@ -424,3 +424,14 @@ def test_the_theory_features_stay_on_their_inputs_device():
     Xb = mf.with_bias(X)
     assert Xb.device.type == "meta" and Xb.shape == (7, 6)
     assert mf.features(C, Xb).device.type == "meta"
+
+
+def test_mlp_outputs_are_the_network_and_its_representation_from_one_pass():
+    """One forward pass gives what the whole network and its first four layers give, bit for bit."""
+    model = mf.train_mlp(torch.randn(12, 4, generator=generator(0, "mo-x"), dtype=torch.float64), torch.arange(12) % 3, 3, 8,
+                         epochs=1, batch_size=4, lr=0.1, weight_decay=0.0, generator=generator(0, "mo"))
+    X = torch.randn(7, 4, generator=generator(1, "mo-x"), dtype=torch.float64)
+    outputs, R = mf.mlp_outputs(model, X)
+    with torch.no_grad():
+        assert torch.equal(outputs, model(X.float()).double())
+    assert torch.equal(R, mf.mlp_representation(model, X))
