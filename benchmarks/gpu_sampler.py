@@ -44,16 +44,6 @@ def pmon_line(line: str, columns: list | None) -> tuple[list | None, tuple[int, 
     return columns, (int(fields[columns.index("pid")]), float(value) if value.replace(".", "", 1).isdigit() else 0.0)
 
 
-def parse_pmon(text: str) -> dict[int, float]:
-    """The "sm" utilisation of each process in one sample of ``nvidia-smi pmon -s u``, by pid."""
-    columns, out = None, {}
-    for line in text.splitlines():
-        columns, row = pmon_line(line, columns)
-        if row:
-            out[row[0]] = row[1]
-    return out
-
-
 def chapter_of(pid: int, proc: Path = Path("/proc")) -> str:
     """The chapter a process runs, from ``FULL_RUN_PAPER`` in its environment; ``other`` without it."""
     try:

@@ -17,18 +17,28 @@ PMON = """# gpu         pid   type     sm    mem    enc    dec    jpg    ofa    
 """
 
 
+def parse_pmon(text: str) -> dict:
+    """The rows of one pmon sample, by pid, read line by line as the sampler reads its stream."""
+    columns, out = None, {}
+    for line in text.splitlines():
+        columns, row = gs.pmon_line(line, columns)
+        if row:
+            out[row[0]] = row[1]
+    return out
+
+
 def test_pmon_rows_are_read_by_the_headers_columns():
-    assert gs.parse_pmon(PMON) == {41235: 37.0, 41300: 0.0}
+    assert parse_pmon(PMON) == {41235: 37.0, 41300: 0.0}
 
 
 def test_pmon_columns_follow_the_header_of_another_driver():
     older = "# gpu   pid  type  mem  sm  command\n# Idx     #   C/G    %   %  name\n    0   7    C     5   60  python\n"
-    assert gs.parse_pmon(older) == {7: 60.0}
+    assert parse_pmon(older) == {7: 60.0}
 
 
 def test_a_gpu_without_processes_gives_no_rows():
     idle = PMON.splitlines()[0] + "\n" + PMON.splitlines()[1] + "\n    0          -     -      -      -      -      -      -      -    -\n"
-    assert gs.parse_pmon(idle) == {}
+    assert parse_pmon(idle) == {}
 
 
 def test_a_process_is_named_by_the_chapter_in_its_environment(tmp_path):
