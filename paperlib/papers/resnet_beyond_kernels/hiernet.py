@@ -40,6 +40,7 @@ import torch
 from torch.func import jacrev, vmap
 
 from paperlib.core.seeding import derive_seed
+from paperlib.nets.graphs import GraphedEpoch, graphs_enabled
 from paperlib.nets.training import TrainingLoop
 
 ARCHS = ("3resnet", "3layer", "2layer", "parity2")
@@ -158,6 +159,8 @@ class TrainResult:
     history: dict = field(default_factory=dict)  # name -> list of (C,) errors
     seconds: float = 0.0
     steps: int = 0
+    graphed: bool = False  # whether the epochs were replayed as a CUDA graph (paperlib.nets.graphs)
+    graph_checks: list = field(default_factory=list)  # each check's relative difference, graph against eager
 
 
 def _gather(T: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -233,14 +236,11 @@ def train_sgd(arch: str, params: dict, X: torch.Tensor, Y: torch.Tensor, *, lr, 
     leaves = [params[n] for n in names]
     buffer = torch.zeros_like(flat)
     flat_wd = wd[config_of] if bool((wd != 0).any()) else None
-    flat_lr = lr[config_of]
-    step = 0
-    loop = TrainingLoop(epochs, log_every=max(1, eval_every), start=1, desc=f"SGD ({arch}, {C} configurations)")
-    for epoch in loop:
-        if decay_at is not None and epoch == int(decay_at * epochs) + 1:
-            lr.mul_(0.1)
-            flat_lr = lr[config_of]
-        order = torch.stack([torch.randperm(N, generator=g) for g in gens]).to(device)  # (C, N)
+    flat_lr = lr[config_of]  # updated in place: a recorded epoch reads it from this tensor
+    order = torch.empty((C, N), dtype=torch.long, device=device)  # each epoch's batch order, copied in
+    first_step = [True]
+
+    def run_epoch():
         for b in range(steps_per_epoch):
             index = order[:, b * batch_size:(b + 1) * batch_size]
             loss = half_squared_loss(forward(arch, params, _gather(X, index)), _gather(Y, index))
@@ -249,27 +249,42 @@ def train_sgd(arch: str, params: dict, X: torch.Tensor, Y: torch.Tensor, *, lr, 
                 d_p = torch.cat([grad.reshape(-1) for grad in grads])
                 if flat_wd is not None:
                     d_p.add_(flat_wd * flat)
-                if step == 0:
+                if first_step[0]:
                     buffer.copy_(d_p)
+                    first_step[0] = False
                 else:
                     buffer.mul_(momentum).add_(d_p)
                 flat.sub_(flat_lr * buffer)
-            step += 1
-        bad = ~torch.isfinite(loss.detach()) | (loss.detach() > 1e6)
+        return loss.detach()
+
+    # on a GPU, epochs after the second replay one recording, checked against eager execution first
+    epoch_runner = GraphedEpoch(run_epoch, [flat, buffer], enabled=graphs_enabled(device), name=f"SGD ({arch})")
+    loop = TrainingLoop(epochs, log_every=max(1, eval_every), start=1, desc=f"SGD ({arch}, {C} configurations)")
+    for epoch in loop:
+        if decay_at is not None and epoch == int(decay_at * epochs) + 1:
+            lr.mul_(0.1)
+            flat_lr.copy_(lr[config_of])
+            epoch_runner.recheck()
+        order.copy_(torch.stack([torch.randperm(N, generator=g) for g in gens]))  # (C, N)
+        loss = epoch_runner()
+        bad = ~torch.isfinite(loss) | (loss > 1e6)
         if bad.any():
             diverged |= bad
             lr[diverged] = 0.0
-            flat_lr = lr[config_of]
+            flat_lr.copy_(lr[config_of])
             with torch.no_grad():
                 for name in params:
                     params[name][diverged] = 0.0
                 buffer[diverged[config_of]] = 0.0
+            epoch_runner.recheck()
         if eval_every and loop.logs(epoch):
             evaluate(epoch)
     result.params = {name: value.detach() for name, value in params.items()}
     result.diverged = diverged.cpu().numpy()
     result.seconds = time.perf_counter() - start
-    result.steps = step
+    result.steps = epochs * steps_per_epoch
+    result.graphed = epoch_runner.graphed
+    result.graph_checks = epoch_runner.checks
     return result
 
 

@@ -372,3 +372,27 @@ def test_kernel_features_stay_on_their_inputs_device(arch):
     Phi = hn.random_relu_features(X, 7, seed=0)
     assert Phi.device.type == "meta"
     assert hn.feature_ridge_path(Phi, torch.zeros(5, 3, device="meta"), [0.1, 1.0], Phi)[0].device.type == "meta"
+
+
+@pytest.mark.parametrize("perturb", [0.0, 1e-3])
+def test_recorded_epochs_give_the_eager_training(monkeypatch, perturb):
+    """train_sgd with its epochs recorded and replayed (the CPU stand-in for CUDA graphs), through the lr
+    drop and a divergence, gives the eager run bit for bit: with a faithful recording because it is one,
+    with a wrong one because the check falls back to eager execution and keeps the eager result."""
+    from graph_fakes import fake_graphs
+    X = hc.hypercube(40, 6, generator(0, "graph-x"))
+    Y = torch.randn(40, 3, generator=generator(0, "graph-y"), dtype=torch.float64)
+    params = hn.init_params("3resnet", [3, 4], 6, 3, 8, dtype=torch.float64)
+    kwargs = dict(lr=[0.05, 50.0], weight_decay=[0.0, 1e-3], epochs=6, batch_size=10, order_seeds=[5, 6])
+    eager = hn.train_sgd("3resnet", params, X, Y, **kwargs)
+    runners = fake_graphs(monkeypatch, hn, perturb=perturb)
+    if perturb:
+        with pytest.warns(RuntimeWarning, match="differs"):
+            replayed = hn.train_sgd("3resnet", params, X, Y, **kwargs)
+    else:
+        replayed = hn.train_sgd("3resnet", params, X, Y, **kwargs)
+        # checks: the recording, after the divergence (epoch 1 or later) and after the lr drop at epoch 4
+        assert replayed.graphed and len(runners[0].checks) >= 2 and max(runners[0].checks) == 0.0
+    assert eager.diverged.tolist() == replayed.diverged.tolist() == [False, True]
+    for name in params:
+        assert torch.equal(eager.params[name], replayed.params[name]), name

@@ -1,0 +1,127 @@
+"""One training epoch replayed as a CUDA graph, checked against eager execution before it is trusted.
+
+The book's small networks train at the pace the host launches kernels: on the H200 of 2026-11-26 the
+ResNet grids kept the GPU busy 9 % of the time. A CUDA graph records an epoch's kernels once and
+replays them with one launch. The recording is only correct if the epoch reads every input that
+changes between epochs from a tensor it keeps (a batch order copied in place), updates its state in
+place, and never reads a value back to the host. A Python number that changes between epochs (a
+learning rate reassigned rather than updated in place) would be frozen into the graph without any error.
+
+So :class:`GraphedEpoch` trusts a graph only after it has checked one: it replays the graph from a copy of
+the state, reruns the same epoch eagerly from that copy, and compares the two. Only if they agree does it
+replay the graph from then on; otherwise it warns and keeps running eagerly. A caller that changes an
+input in place (a learning-rate decay) asks for the same check again with :meth:`GraphedEpoch.recheck`.
+On a CPU, or with ``PAPERLIB_CUDA_GRAPHS=0`` in the environment, every epoch runs eagerly.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Callable, Sequence
+
+import torch
+
+__all__ = ["GraphedEpoch", "graphs_enabled"]
+
+#: one epoch's states may differ by reordered float32 reductions in cuBLAS, a few ulps a step over up to
+#: about a hundred steps: far below this. A wrong recording (a frozen batch order or learning rate)
+#: moves the parameters by O(lr) relative, far above it.
+GRAPH_CHECK_RTOL = 1e-5
+
+
+def graphs_enabled(device) -> bool:
+    """Whether epochs on ``device`` are replayed as CUDA graphs: on CUDA, unless
+    ``PAPERLIB_CUDA_GRAPHS=0``."""
+    return torch.device(device).type == "cuda" and os.environ.get("PAPERLIB_CUDA_GRAPHS", "1") != "0"
+
+
+class _CudaBackend:
+    """Eager runs and recordings on one side stream: PyTorch's recipe for recording a whole training
+    step (the warm-up creates cuBLAS's handles and autograd's streams outside the recording)."""
+
+    def __init__(self):
+        self.stream = torch.cuda.Stream()
+
+    def eager(self, epoch: Callable):
+        self.stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.stream):
+            out = epoch()
+        torch.cuda.current_stream().wait_stream(self.stream)
+        return out
+
+    def record(self, epoch: Callable):
+        """(replay, out): a recording of ``epoch`` (which runs nothing) and its output tensor."""
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=self.stream):
+            out = epoch()
+        return graph.replay, out
+
+
+def _relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max |a - b| over max |b| (finite entries), with equal entries (infinities and NaNs in the same
+    places, as a diverged configuration leaves them) counted as no difference."""
+    same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+    difference = torch.where(same, torch.zeros_like(a), (a - b).abs()).nan_to_num(nan=float("inf"), posinf=float("inf"))
+    finite = b.abs()[torch.isfinite(b)]
+    scale = finite.max() if finite.numel() else torch.ones((), dtype=b.dtype, device=b.device)
+    return float(difference.max() / scale.clamp_min(torch.finfo(b.dtype).tiny)) if a.numel() else 0.0
+
+
+class GraphedEpoch:
+    """Runs ``epoch()`` once a call, as a checked CUDA graph from the third call on (see the module).
+
+    ``epoch`` reads what changes between epochs from tensors it keeps, updates ``state`` (the tensors
+    it changes: parameters, optimizer buffers) in place and returns a tensor (say, the last loss).
+    Call 1 runs it eagerly (the warm-up); call 2 records it and checks the recording; after that each
+    call replays it. ``backend`` is for tests: an object with ``eager(epoch)`` and ``record(epoch)``.
+    """
+
+    def __init__(self, epoch: Callable, state: Sequence[torch.Tensor], *, enabled: bool,
+                 name: str = "epoch", rtol: float = GRAPH_CHECK_RTOL, backend=None):
+        self.epoch, self.state, self.name, self.rtol = epoch, list(state), name, rtol
+        self.backend = backend or (_CudaBackend() if enabled else None)
+        self.mode = "warm-up" if enabled else "eager"
+        self.replay, self.out, self.checks = None, None, []  # checks: the relative differences seen
+
+    @property
+    def graphed(self) -> bool:
+        return self.mode in ("graph", "check")
+
+    def recheck(self):
+        """Check the recording again at the next call (after an input changed in place)."""
+        if self.mode == "graph":
+            self.mode = "check"
+
+    def __call__(self):
+        if self.mode == "eager":
+            return self.backend.eager(self.epoch) if self.backend else self.epoch()
+        if self.mode == "warm-up":
+            self.mode = "record"
+            return self.backend.eager(self.epoch)
+        if self.mode == "record":
+            self.replay, self.out = self.backend.record(self.epoch)
+            return self._check()
+        if self.mode == "check":
+            return self._check()
+        self.replay()
+        return self.out
+
+    def _check(self):
+        """Replay from a copy of the state, rerun eagerly from the same copy, compare; keep the eager
+        result either way, so that the run goes on from exactly what eager execution gives."""
+        start = [s.clone() for s in self.state]
+        self.replay()
+        replayed = [s.clone() for s in self.state] + [self.out.clone()]
+        for s, s0 in zip(self.state, start):
+            s.copy_(s0)
+        out = self.backend.eager(self.epoch)
+        difference = max(_relative_difference(a, b) for a, b in zip(replayed, self.state + [out]))
+        self.checks.append(difference)
+        if difference <= self.rtol:
+            self.mode = "graph"
+        else:
+            warnings.warn(f"{self.name}: the CUDA graph's epoch differs from the eager one by {difference:.3g} "
+                          f"(relative, allowed {self.rtol:g}); the rest runs eagerly", RuntimeWarning, stacklevel=2)
+            self.mode, self.replay, self.out = "eager", None, None
+        return out
