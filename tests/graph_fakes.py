@@ -1,5 +1,7 @@
 """A stand-in for CUDA graphs on the CPU, for the tests of paperlib.nets.graphs and its users."""
 
+import torch
+
 
 class FakeRecording:
     """A stand-in for CUDA graphs on the CPU: recording runs the epoch and undoes it (a recording executes
@@ -12,16 +14,20 @@ class FakeRecording:
         return epoch()
 
     def record(self, epoch):
-        saved = [s.clone() for s in self.state]
-        out = epoch().clone()
-        for s, s0 in zip(self.state, saved):
-            s.copy_(s0)
+        with torch.no_grad():
+            saved = [s.detach().clone() for s in self.state]
+        out = epoch().detach().clone()
+        with torch.no_grad():
+            for s, s0 in zip(self.state, saved):
+                s.copy_(s0)
         self.recordings += 1
 
         def replay():
-            out.copy_(epoch())
-            for s in self.state:
-                s.add_(self.perturb)
+            result = epoch()
+            with torch.no_grad():
+                out.copy_(result)
+                for s in self.state:
+                    s.add_(self.perturb)
         return replay, out
 
 

@@ -110,13 +110,14 @@ class GraphedEpoch:
     def _check(self):
         """Replay from a copy of the state, rerun eagerly from the same copy, compare; keep the eager
         result either way, so that the run goes on from exactly what eager execution gives."""
-        start = [s.clone() for s in self.state]
+        start = [s.detach().clone() for s in self.state]
         self.replay()
-        replayed = [s.clone() for s in self.state] + [self.out.clone()]
-        for s, s0 in zip(self.state, start):
-            s.copy_(s0)
+        replayed = [s.detach().clone() for s in self.state] + [self.out.detach().clone()]
+        with torch.no_grad():  # the state may be leaves that require gradients
+            for s, s0 in zip(self.state, start):
+                s.copy_(s0)
         out = self.backend.eager(self.epoch)
-        difference = max(_relative_difference(a, b) for a, b in zip(replayed, self.state + [out]))
+        difference = max(_relative_difference(a, b.detach()) for a, b in zip(replayed, self.state + [out]))
         self.checks.append(difference)
         if difference <= self.rtol:
             self.mode = "graph"

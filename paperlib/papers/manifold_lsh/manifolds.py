@@ -23,6 +23,7 @@ import torch
 
 from paperlib.core.devices import one_cpu_thread
 from paperlib.maths.kernels import relu_feature_covariance
+from paperlib.nets.graphs import GraphedEpoch, graphs_enabled
 from paperlib.nets.optim import FOREACH
 from paperlib.nets.training import TrainingLoop
 
@@ -385,21 +386,32 @@ def train_mlps(datasets: list, num_classes: int, width: int, *, epochs: int, bat
     num_points = X.shape[1]
     # float32 SGD amplifies the thread-dependent rounding of multi-threaded kernels into a different run:
     # on one thread the run is the same whatever OMP_NUM_THREADS says (as for the ResNet and deepfc)
+    order = torch.empty((len(datasets), num_points), dtype=torch.long, device=device)  # each epoch's, copied in
+
+    def run_epoch():
+        for start in range(0, num_points, batch_size):
+            idx = order[:, start:start + batch_size, None]
+            opt.zero_grad(set_to_none=True)
+            out = torch.gather(X, 1, idx.expand(-1, -1, X.shape[2]))
+            for layer, (W, b) in enumerate(zip(weights, biases)):
+                out = torch.baddbmm(b[:, None, :], out, W.transpose(1, 2))
+                out = torch.relu(out) if layer < 2 else out
+            squared = (out - torch.gather(Y, 1, idx.expand(-1, -1, num_classes))) ** 2
+            # per run: the sum over outputs averaged over the batch ("sum"), or the mean of all entries
+            per_run = torch.where(summed, squared.sum(2).mean(1), squared.mean((1, 2)))
+            per_run.sum().backward()
+            opt.step()
+        return per_run.detach()
+
+    # on a GPU, epochs after the second replay one recording, checked against eager execution first
+    epoch_runner = GraphedEpoch(run_epoch, weights + biases, enabled=graphs_enabled(device),
+                                name=f"SGD ({len(datasets)} MLPs)")
+    # float32 SGD amplifies the thread-dependent rounding of multi-threaded kernels into a different run:
+    # on one thread the run is the same whatever OMP_NUM_THREADS says (as for the ResNet and deepfc)
     with one_cpu_thread(device):
         for epoch in TrainingLoop(epochs, start=1, desc=f"SGD ({len(datasets)} MLP{'s' * (len(datasets) > 1)})"):
-            order = torch.stack([torch.randperm(num_points, generator=g) for g in generators]).to(device)
-            for start in range(0, num_points, batch_size):
-                idx = order[:, start:start + batch_size, None]
-                opt.zero_grad(set_to_none=True)
-                out = torch.gather(X, 1, idx.expand(-1, -1, X.shape[2]))
-                for layer, (W, b) in enumerate(zip(weights, biases)):
-                    out = torch.baddbmm(b[:, None, :], out, W.transpose(1, 2))
-                    out = torch.relu(out) if layer < 2 else out
-                squared = (out - torch.gather(Y, 1, idx.expand(-1, -1, num_classes))) ** 2
-                # per run: the sum over outputs averaged over the batch ("sum"), or the mean of all entries
-                per_run = torch.where(summed, squared.sum(2).mean(1), squared.mean((1, 2)))
-                per_run.sum().backward()
-                opt.step()
+            order.copy_(torch.stack([torch.randperm(num_points, generator=g) for g in generators]))
+            epoch_runner()
             if on_epoch is not None:
                 with torch.no_grad():
                     on_epoch(epoch, _networks(weights, biases))
