@@ -400,6 +400,22 @@ def test_recorded_epochs_give_the_eager_mlps(monkeypatch):
             assert torch.equal(p, q)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_graphs_train_the_mlps_as_eager_cuda(monkeypatch):
+    """On a GPU: train_mlps with its epochs replayed as CUDA graphs against the same runs trained eagerly."""
+    from paperlib.nets.graphs import GRAPH_CHECK_RTOL
+    N, d, width, m = 96, 5, 16, 3
+    datasets = [(torch.randn(N, d, generator=generator(0, "cuda-graph-x", g), dtype=torch.float64), torch.arange(N) % m)
+                for g in range(2)]
+    kwargs = dict(epochs=5, batch_size=32, lr=0.1, weight_decay=0.01, losses=["sum", "mean"], device="cuda")
+    graphed = mf.train_mlps(datasets, m, width, generators=[generator(0, "graph", g) for g in range(2)], **kwargs)
+    monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "0")
+    eager = mf.train_mlps(datasets, m, width, generators=[generator(0, "graph", g) for g in range(2)], **kwargs)
+    for a, b in zip(graphed, eager):
+        for p, q in zip(a.parameters(), b.parameters()):
+            torch.testing.assert_close(p, q, rtol=GRAPH_CHECK_RTOL, atol=1e-7)
+
+
 def test_train_mlp_rejects_an_unknown_loss():
     with pytest.raises(ValueError, match="loss must be one of"):
         mf.train_mlp(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), 2, 4, epochs=1, batch_size=2, lr=0.1,

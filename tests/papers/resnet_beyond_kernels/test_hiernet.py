@@ -396,3 +396,21 @@ def test_recorded_epochs_give_the_eager_training(monkeypatch, perturb):
     assert eager.diverged.tolist() == replayed.diverged.tolist() == [False, True]
     for name in params:
         assert torch.equal(eager.params[name], replayed.params[name]), name
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_graphs_train_as_eager_cuda(monkeypatch):
+    """On a GPU: train_sgd with its epochs replayed as CUDA graphs against the same training run eagerly
+    (PAPERLIB_CUDA_GRAPHS=0), through the lr drop and a divergence. Agreement to the check's 1e-5."""
+    from paperlib.nets.graphs import GRAPH_CHECK_RTOL
+    X = hc.hypercube(200, 10, generator(0, "cuda-graph-x"))
+    Y = torch.randn(200, 4, generator=generator(0, "cuda-graph-y"))
+    params = {n: v.cuda() for n, v in hn.init_params("3resnet", [3, 4, 5], 10, 4, 32).items()}
+    kwargs = dict(lr=[0.05, 0.02, 50.0], weight_decay=[0.0, 1e-3, 0.0], epochs=8, batch_size=50, order_seeds=[5, 6, 7])
+    graphed = hn.train_sgd("3resnet", params, X, Y, **kwargs)
+    monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "0")
+    eager = hn.train_sgd("3resnet", params, X, Y, **kwargs)
+    assert graphed.graphed and not eager.graphed and len(graphed.graph_checks) >= 2, graphed.graph_checks
+    assert graphed.diverged.tolist() == eager.diverged.tolist() == [False, False, True]
+    for name in params:
+        torch.testing.assert_close(graphed.params[name], eager.params[name], rtol=GRAPH_CHECK_RTOL, atol=1e-7)
