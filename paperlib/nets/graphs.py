@@ -9,7 +9,8 @@ learning rate reassigned rather than updated in place) would be frozen into the 
 
 So :class:`GraphedEpoch` trusts a graph only after it has checked one: it replays the graph from a copy of
 the state, reruns the same epoch eagerly from that copy, and compares the two. Only if they agree does it
-replay the graph from then on; otherwise it warns and keeps running eagerly. A caller that changes an
+replay the graph from then on; otherwise, or if the epoch cannot be recorded at all, it warns and keeps
+running eagerly. A caller that changes an
 input in place (a learning-rate decay) asks for the same check again with :meth:`GraphedEpoch.recheck`.
 On a CPU, or with ``PAPERLIB_CUDA_GRAPHS=0`` in the environment, every epoch runs eagerly.
 """
@@ -100,7 +101,13 @@ class GraphedEpoch:
             self.mode = "record"
             return self.backend.eager(self.epoch)
         if self.mode == "record":
-            self.replay, self.out = self.backend.record(self.epoch)
+            try:
+                self.replay, self.out = self.backend.record(self.epoch)
+            except RuntimeError as error:  # an operation that cannot be recorded: nothing ran, go on eagerly
+                warnings.warn(f"{self.name}: the epoch could not be recorded as a CUDA graph ({error}); "
+                              "the rest runs eagerly", RuntimeWarning, stacklevel=2)
+                self.mode = "eager"
+                return self.backend.eager(self.epoch)
             return self._check()
         if self.mode == "check":
             return self._check()

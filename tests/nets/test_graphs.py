@@ -116,3 +116,15 @@ def test_cuda_graph_without_recheck_would_freeze_an_input_that_changed():
     w_ref, order, lr, epoch = sgd_problem("cuda")
     train(GraphedEpoch(epoch, [w_ref], enabled=False), order, lr, decay_at=5)
     assert torch.allclose(w, w_ref, rtol=graphs.GRAPH_CHECK_RTOL, atol=0)
+
+
+def test_an_epoch_that_cannot_be_recorded_runs_eagerly():
+    class Refuses(FakeRecording):
+        def record(self, epoch):
+            raise RuntimeError("operation not permitted when stream is capturing")
+    w_ref, losses_ref = eager_reference()
+    w, order, lr, epoch = sgd_problem()
+    runner = GraphedEpoch(epoch, [w], enabled=True, backend=Refuses([w]), name="toy")
+    with pytest.warns(RuntimeWarning, match="toy: the epoch could not be recorded"):
+        losses = train(runner, order, lr)
+    assert runner.mode == "eager" and torch.equal(w, w_ref) and losses == losses_ref
