@@ -27,7 +27,8 @@ class FakeRecording:
             with torch.no_grad():
                 out.copy_(result)
                 for s in self.state:
-                    s.add_(self.perturb)
+                    if s.is_floating_point():
+                        s.add_(self.perturb)
         return replay, out
 
 

@@ -62,6 +62,8 @@ class _CudaBackend:
 def _relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
     """max |a - b| over max |b| (finite entries), with equal entries (infinities and NaNs in the same
     places, as a diverged configuration leaves them) counted as no difference."""
+    if not a.is_floating_point():  # a step counter
+        return 0.0 if torch.equal(a, b) else float("inf")
     same = (a == b) | (torch.isnan(a) & torch.isnan(b))
     difference = torch.where(same, torch.zeros_like(a), (a - b).abs()).nan_to_num(nan=float("inf"), posinf=float("inf"))
     finite = b.abs()[torch.isfinite(b)]

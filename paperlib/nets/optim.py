@@ -61,6 +61,33 @@ class FlatAdam:
         self.flat.addcdiv_(self.exp_avg, denom, value=(self.lr / bias_correction1) * -1)
         self.lr *= self.gamma  # ExponentialLR's chained update
 
+    def schedule(self, steps: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The numbers that :meth:`step` computes on the host at each of the next ``steps`` steps, as
+        float64 tensors on ``device``: the signed step size -lr_t / (1 - beta1^t) and sqrt(1 - beta2^t),
+        with lr_t decayed as :meth:`step` decays it. :meth:`step_at` reads them there, so that a CUDA
+        graph can record steps whose numbers change (a recording would freeze a Python number)."""
+        beta1, beta2 = self.betas
+        lr, sizes, roots = self.lr, [], []
+        for t in range(self.steps + 1, self.steps + steps + 1):
+            sizes.append((lr / (1 - beta1 ** float(t))) * -1)
+            roots.append((1 - beta2 ** float(t)) ** 0.5)
+            lr *= self.gamma
+        as_tensor = lambda values: torch.tensor(values, dtype=torch.float64, device=device)
+        return as_tensor(sizes), as_tensor(roots)
+
+    @torch.no_grad()
+    def step_at(self, index: torch.Tensor, sizes: torch.Tensor, roots: torch.Tensor) -> None:
+        """:meth:`step` with its step size and bias correction read from ``sizes[index]`` and
+        ``roots[index]`` (:meth:`schedule`), and ``index`` (a one-element int64 tensor) advanced in place:
+        nothing read from or written to the host. The update ``flat += (exp_avg * size) / denom`` rounds
+        once more than :meth:`step`'s ``addcdiv`` with a scalar: not bit for bit the same parameters."""
+        beta1, beta2 = self.betas
+        self.exp_avg.lerp_(self.flat_grad, 1 - beta1)
+        self.exp_avg_sq.mul_(beta2).addcmul_(self.flat_grad, self.flat_grad, value=1 - beta2)
+        denom = self.exp_avg_sq.sqrt().div_(roots.index_select(0, index).to(self.flat.dtype)).add_(self.eps)
+        self.flat.addcdiv_(self.exp_avg * sizes.index_select(0, index).to(self.flat.dtype), denom)
+        index.add_(1)
+
     def _grad_views(self):
         offset = 0
         for p in self.params:

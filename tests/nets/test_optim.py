@@ -71,3 +71,34 @@ def test_flat_adam_refuses_a_replaced_gradient():
     flat.params[0].grad = torch.ones(3)  # no longer a view of the flat buffer: the step would ignore it
     with pytest.raises(RuntimeError, match="replaced"):
         flat.step()
+
+
+def test_flat_adam_step_at_follows_step_with_its_schedule_on_the_device():
+    """step_at reads step()'s host numbers from schedule() tensors: the same Adam up to one more rounding a
+    step. Float64, 60 steps after 3 ordinary ones (the schedule starts where step() left off)."""
+    from tolerances import EPS64, rounding
+
+    def start():
+        gen = generator(0, "step-at-test")
+        return [torch.randn(shape, generator=gen, dtype=torch.float64) for shape in [(3, 7, 5), (3, 7)]]
+
+    def grads(flat, step):
+        gen = generator(step, "step-at-grads")
+        flat.flat_grad.copy_(torch.randn(flat.flat_grad.shape, generator=gen, dtype=torch.float64))
+
+    host, device = FlatAdam(start(), lr=1e-2, gamma=0.99), FlatAdam(start(), lr=1e-2, gamma=0.99)
+    for step in range(3):
+        for flat in (host, device):
+            grads(flat, step)
+            flat.step()
+    index, schedule = torch.zeros(1, dtype=torch.long), device.schedule(60, "cpu")
+    assert schedule[0].shape == schedule[1].shape == (60,) and float(schedule[0][0]) < 0
+    for step in range(3, 63):
+        grads(host, step)
+        host.step()
+        grads(device, step)
+        device.step_at(index, *schedule)
+    assert int(index) == 60
+    # each step's update (at most lr_t / (1 - beta1^t) <= 0.1 in size) rounds once more; 60 steps of it
+    torch.testing.assert_close(device.flat, host.flat, rtol=0, atol=rounding(0.1, 60, eps=EPS64))
+    torch.testing.assert_close(device.exp_avg_sq, host.exp_avg_sq, rtol=0, atol=0)

@@ -36,6 +36,7 @@ from torch.func import jvp, vjp
 
 from paperlib.core.devices import one_cpu_thread
 from paperlib.core.seeding import derive_seed
+from paperlib.nets.graphs import GraphedEpoch, graphs_enabled
 from paperlib.nets.optim import FlatAdam
 from paperlib.nets.training import TrainingLoop
 
@@ -178,18 +179,42 @@ def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float
     padding = None if masks is None or all(bool(m.all()) for m in masks) else \
         decay_gradient_coefficients(layers, 1.0, [~m for m in masks]) != 0
     loop = TrainingLoop(steps, log_every, desc="Adam")
+    index = torch.zeros(1, dtype=torch.long, device=device)  # the step, for step_at's schedule on a GPU
+    schedule = None
+
+    def one_step(log: bool, scheduled: bool):
+        mse = ((forward(pairs(), X, slope) - Y) ** 2).mean((-2, -1))
+        optimizer.set_grad(torch.autograd.grad(mse.sum(), params))
+        loss = None
+        with torch.no_grad():
+            optimizer.flat_grad.add_(optimizer.flat * decay_factor)
+            if padding is not None:  # Adam then leaves padding exactly as it is (zero moments)
+                optimizer.flat_grad.masked_fill_(padding, 0.0)
+            if log:
+                loss = mse + weight_decay * squared_norm(pairs(), weights)
+        optimizer.step_at(index, *schedule) if scheduled else optimizer.step()
+        return loss
+
+    def steps_logging_the_last(count: int):
+        return lambda: [one_step(i == count - 1, scheduled=True) for i in range(count)][-1].detach()
+
     with one_cpu_thread(device):  # these matrices are tiny: one thread is faster than two (measured)
-        for step in loop:
-            mse = ((forward(pairs(), X, slope) - Y) ** 2).mean((-2, -1))
-            optimizer.set_grad(torch.autograd.grad(mse.sum(), params))
-            with torch.no_grad():
-                optimizer.flat_grad.add_(optimizer.flat * decay_factor)
-                if padding is not None:  # Adam then leaves padding exactly as it is (zero moments)
-                    optimizer.flat_grad.masked_fill_(padding, 0.0)
-                if loop.logs(step):
-                    loss = mse + weight_decay * squared_norm(pairs(), weights)
+        if graphs_enabled(device):
+            # the steps between two logs as one checked CUDA graph (paperlib.nets.graphs): step 0, then
+            # chunks of log_every steps each logging its last, then the remainder up to the last step
+            schedule = optimizer.schedule(steps, device)
+            chunks, remainder = divmod(steps - 1, log_every)
+            runner = GraphedEpoch(steps_logging_the_last(log_every),
+                                  [optimizer.flat, optimizer.exp_avg, optimizer.exp_avg_sq, index],
+                                  enabled=True, name=f"Adam ({log_every} steps)")
+            # a replay returns the same output tensor each time: copy each logged loss to the host at once
+            for run in [steps_logging_the_last(1)] + [runner] * chunks + [steps_logging_the_last(remainder)] * (remainder > 0):
+                history.append(run().double().cpu().numpy().copy())
+        else:
+            for step in loop:
+                loss = one_step(loop.logs(step), scheduled=False)
+                if loss is not None:
                     history.append(loss.double().cpu().numpy().copy())
-            optimizer.step()
     if flush:
         torch.set_flush_denormal(False)
     with torch.no_grad():

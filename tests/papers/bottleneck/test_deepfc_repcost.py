@@ -533,3 +533,46 @@ def test_the_jacobian_recursions_stay_on_their_inputs_device():
     X = torch.zeros(4, 3, dtype=torch.float64, device="meta")
     assert df.jacobian(layers, X).device.type == "meta"
     assert all(B.device.type == "meta" for B in df.backward_jacobians(layers, X))
+
+
+def test_recorded_chunks_of_steps_train_as_the_host_schedule(monkeypatch):
+    """On a GPU, train_adam records the steps between two logs as one CUDA graph, with Adam's step sizes
+    read from a schedule on the device (FlatAdam.step_at). With the CPU stand-in for recordings: the same
+    logs at the same steps (step 0, every log_every, the last), and the same networks as the host-side
+    schedule up to step_at's extra rounding, with padded layers kept exactly (three depths together)."""
+    from graph_fakes import fake_graphs
+    X = torch.randn(48, 6, generator=generator(0, "gx"), dtype=torch.float64)
+    Y = torch.randn(48, 5, generator=generator(0, "gy"), dtype=torch.float64)
+    inits = [df.init_params([6] + [12] * (depth - 1) + [5], [3, 4], dtype=torch.float64) for depth in (2, 3, 6)]
+    kw = dict(weight_decay=[1e-3, 1e-2, 3e-3], steps=95, lr=3e-3, log_every=20)  # 4 chunks and a remainder of 14
+    host = df.train_adam_depths(inits, X, Y, **kw)
+    runners = fake_graphs(monkeypatch, df)
+    recorded = df.train_adam_depths(inits, X, Y, **kw)
+    assert runners[0].graphed and runners[0].checks == [0.0]
+    for fit, ref in zip(recorded, host):
+        assert fit.loss_history.shape == ref.loss_history.shape == (6, 2)  # steps 0, 20, 40, 60, 80, 94
+        # as in test_stacked_training_equals_separate_runs: one more rounding a step, amplified by Adam's
+        # m / sqrt(v) where v is tiny; 1e-9 relative is the allowance over 95 float64 steps
+        np.testing.assert_allclose(fit.loss_history, ref.loss_history, rtol=1e-9)
+        for (W, b), (W1, b1) in zip(fit.layers, ref.layers):
+            torch.testing.assert_close(W, W1, rtol=1e-9, atol=1e-11)
+            torch.testing.assert_close(b, b1, rtol=1e-9, atol=1e-11)
+        assert np.array_equal(fit.collapsed, ref.collapsed)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_graphs_train_the_stacked_networks_as_eager_cuda(monkeypatch):
+    """On a GPU: train_adam_depths with CUDA graphs against PAPERLIB_CUDA_GRAPHS=0 (the host schedule)."""
+    X = torch.randn(48, 6, generator=generator(0, "gx"))
+    Y = torch.randn(48, 5, generator=generator(0, "gy"))
+    inits = [[(W.cuda(), b.cuda()) for W, b in df.init_params([6] + [12] * (depth - 1) + [5], [3, 4])]
+             for depth in (2, 3, 6)]
+    kw = dict(weight_decay=[1e-3, 1e-2, 3e-3], steps=95, lr=3e-3, log_every=20)
+    graphed = df.train_adam_depths(inits, X, Y, **kw)
+    monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "0")
+    eager = df.train_adam_depths(inits, X, Y, **kw)
+    for fit, ref in zip(graphed, eager):
+        # float32: step_at's extra rounding a step, over 95 steps
+        np.testing.assert_allclose(fit.loss_history, ref.loss_history, rtol=1e-4)
+        for (W, b), (W1, b1) in zip(fit.layers, ref.layers):
+            torch.testing.assert_close(W, W1, rtol=1e-4, atol=1e-6)
