@@ -622,8 +622,8 @@ def rank_dependent(P, net: DeepNetwork, tables: SimpleNamespace, rank: int) -> d
     n_fin = np.array([net.fractions(deep[lvl]["final_train"], deep[lvl]["y"], rank=rank).nuisance for lvl in levels])
     q["n_final"] = n_fin
     if len(levels) >= 4:
-        from scipy.stats import pearsonr, spearmanr
-        q["fig7-nuisance-grows-with-corruption"] = spearmanr(levels, n_fin)[0]
+        from scipy.stats import pearsonr
+        q["fig7-nuisance-grows-with-corruption"] = stats.rank_correlation(levels, n_fin)
         q["fig15-error-tracks-nuisance"] = pearsonr(n_fin, test_err)[0]
     elif 0.5 in deep:
         q["fig7-nuisance-grows-with-corruption"] = float(n_fin[levels.index(0.5)] - n_fin[0])
