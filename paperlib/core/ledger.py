@@ -280,6 +280,9 @@ class Ledger:
         self.declared = declared or {}  # claim id -> what the paper package's claims.yaml says of it
         self.claims: list[dict] = []
         self.started = time.perf_counter()
+        # the revision of the code this run loaded: taken now, since a commit made while a long run goes on
+        # (a `full` run takes minutes) would otherwise be credited with a result of the code before it
+        self.git = git_revision()
 
     def _facts(self, claim_id: str, fill: dict | None = None, **given) -> tuple[str, dict]:
         """A claim's id, and its source, statement, kind, robustness, note and paper value: declared once in the
@@ -415,7 +418,7 @@ class Ledger:
             "seed": self.seed,
             "versions": {"paperlib": __version__, "torch": torch.__version__,
                          "numpy": np.__version__, "python": platform.python_version()},
-            "git": git_revision(),
+            "git": self.git,
             "headline": headline(self.claims),
             "device": self.device,
             "runtime_s": round(time.perf_counter() - self.started, 2),

@@ -201,6 +201,14 @@ def test_git_revision_marks_uncommitted_source_changes():
     assert revision == head + ("-dirty" if dirty else "")
 
 
+def test_the_revision_is_the_one_at_the_start_of_the_run(monkeypatch):
+    """A commit made while a long run goes on must not be credited with its result."""
+    monkeypatch.setattr(L, "git_revision", lambda: "aaaaaaa")
+    ledger = make_ledger()
+    monkeypatch.setattr(L, "git_revision", lambda: "bbbbbbb")
+    assert ledger.as_dict()["git"] == "aaaaaaa"
+
+
 def test_findings_name_robust_claims_that_fail_at_this_seed():
     ledger = make_ledger()
     ledger.record("held", "s", "s", kind="prediction", measured=1.0, predicted=1.0, check=L.close(atol=0.1), robust=True)
