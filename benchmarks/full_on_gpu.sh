@@ -44,6 +44,8 @@ start() {
     tail -8 $RUNS/cuda-tests.txt
     if grep -q "^FAILED.*graph\|^ERROR" $RUNS/cuda-tests.txt || ! grep -q " passed" $RUNS/cuda-tests.txt; then
         export PAPERLIB_CUDA_GRAPHS=0; echo "CUDA graph tests failed: runs train eagerly (PAPERLIB_CUDA_GRAPHS=0)" | tee -a $RUNS/cuda-tests.txt
+    else  # what the recordings save, trainer by trainer: the before and after of each chapter's steps (seconds)
+        timeout 120 python3 benchmarks/graph_speedup.py | tee $RUNS/graph-speedup.txt || true
     fi
     # everything below under setsid: a call's own processes end with it, and a pipe to one of them would too
     # the whole GPU and each chapter's processes, every 5 s (FULL_RUN_PAPER names a process's chapter)

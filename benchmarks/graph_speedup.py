@@ -1,0 +1,92 @@
+"""What CUDA graphs save in each trainer that records its epochs (paperlib.nets.graphs), on this device.
+
+    python benchmarks/graph_speedup.py [--device cuda] [--scale 1.0]
+
+Each trainer runs a short job at `full`'s shapes twice, eagerly (``PAPERLIB_CUDA_GRAPHS=0``) and with
+its epochs recorded, and the seconds a step are printed for both:
+
+- resnet-beyond-kernels' ``train_sgd``: 3resnet, 24 configurations, width 200, N = 2000, batches of 50;
+- manifold-lsh's ``train_mlps``: 5 MLPs of width 1000 on 2000 points in 16 dimensions, batches of 32;
+- bottleneck's ``train_adam_depths``: depths 4 to 12 padded to 12, width 128, 8 networks each.
+
+The recorded run includes its warm-up epoch, recording and check, as a chapter's run does. ``--scale``
+multiplies the number of epochs or steps (the shapes stay). On a CPU both runs are eager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+
+from paperlib.core.seeding import generator
+from paperlib.papers.bottleneck import deepfc
+from paperlib.papers.manifold_lsh import manifolds
+from paperlib.papers.resnet_beyond_kernels import hiernet, hypercube
+
+
+def resnet(device, scale, n=2000, width=200):
+    X = hypercube.hypercube(n, 30, generator(0, "bench-x"))
+    Y = torch.randn(n, 15, generator=generator(0, "bench-y"))
+    params = {k: v.to(device) for k, v in hiernet.init_params("3resnet", list(range(24)), 30, 15, width).items()}
+    epochs = max(3, int(8 * scale))
+    return (lambda: hiernet.train_sgd("3resnet", params, X, Y, lr=0.02, epochs=epochs, batch_size=50),
+            epochs * max(1, n // 50))
+
+
+def mlps(device, scale, n=2000, width=1000):
+    datasets = [(torch.randn(n, 16, generator=generator(0, "bench-m", g), dtype=torch.float64),
+                 torch.arange(n) % 10) for g in range(5)]
+    epochs = max(3, int(6 * scale))
+    return (lambda: manifolds.train_mlps(datasets, 10, width, epochs=epochs, batch_size=32, lr=0.01, weight_decay=0.01,
+                                         generators=[generator(0, "bench-mg", g) for g in range(5)], device=device),
+            epochs * -(-n // 32))
+
+
+def stacked(device, scale, n=256, width=128):
+    X = torch.randn(n, 20, generator=generator(0, "bench-bx"))
+    Y = torch.randn(n, 20, generator=generator(0, "bench-by"))
+    inits = [[(W.to(device), b.to(device)) for W, b in deepfc.init_params([20] + [width] * (depth - 1) + [20], list(range(8)))]
+             for depth in (4, 8, 12)]
+    steps = max(201, int(1000 * scale) + 1)
+    return lambda: deepfc.train_adam_depths(inits, X, Y, weight_decay=1e-3, steps=steps, lr=1e-3), steps
+
+
+def seconds_a_step(job, device) -> dict:
+    times = {}
+    for label, flag in (("eager", "0"), ("recorded", "1")):
+        os.environ["PAPERLIB_CUDA_GRAPHS"] = flag
+        run, steps = job()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        run()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times[label] = (time.perf_counter() - start) / steps
+    os.environ.pop("PAPERLIB_CUDA_GRAPHS", None)
+    return times
+
+
+JOBS = (("resnet train_sgd", resnet), ("manifold train_mlps", mlps), ("bottleneck train_adam", stacked))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--scale", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (both runs eager)"
+    print(f"CUDA graphs against eager on {name} (torch {torch.__version__}), ms a step:")
+    for label, make in JOBS:
+        t = seconds_a_step(lambda: make(device, args.scale), device)
+        print(f"  {label:<24} eager {1e3 * t['eager']:8.3f}   recorded {1e3 * t['recorded']:8.3f}   "
+              f"x{t['eager'] / t['recorded']:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
