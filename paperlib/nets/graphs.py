@@ -13,6 +13,8 @@ replay the graph from then on; otherwise, or if the epoch cannot be recorded at 
 running eagerly. A caller that changes an
 input in place (a learning-rate decay) asks for the same check again with :meth:`GraphedEpoch.recheck`.
 On a CPU, or with ``PAPERLIB_CUDA_GRAPHS=0`` in the environment, every epoch runs eagerly.
+``PAPERLIB_CUDA_GRAPHS=rehearse`` runs the recorded path on any device with a stand-in for the recording
+(:class:`RehearsalBackend`), so that a whole chapter can be rehearsed on a CPU before a GPU session.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Callable, Sequence
 
 import torch
 
-__all__ = ["GraphedEpoch", "graphs_enabled"]
+__all__ = ["GraphedEpoch", "RehearsalBackend", "graphs_enabled"]
 
 #: one epoch's states may differ by reordered float32 reductions in cuBLAS, a few ulps a step over up to
 #: about a hundred steps: far below this. A wrong recording (a frozen batch order or learning rate)
@@ -31,10 +33,46 @@ __all__ = ["GraphedEpoch", "graphs_enabled"]
 GRAPH_CHECK_RTOL = 1e-5
 
 
+def _switch() -> str:
+    return os.environ.get("PAPERLIB_CUDA_GRAPHS", "1")
+
+
 def graphs_enabled(device) -> bool:
     """Whether epochs on ``device`` are replayed as CUDA graphs: on CUDA, unless
-    ``PAPERLIB_CUDA_GRAPHS=0``."""
-    return torch.device(device).type == "cuda" and os.environ.get("PAPERLIB_CUDA_GRAPHS", "1") != "0"
+    ``PAPERLIB_CUDA_GRAPHS=0``; on any device with ``PAPERLIB_CUDA_GRAPHS=rehearse``
+    (:class:`RehearsalBackend`)."""
+    return _switch() == "rehearse" or (torch.device(device).type == "cuda" and _switch() != "0")
+
+
+class RehearsalBackend:
+    """A stand-in for CUDA graphs on any device, so that a CPU runs a trainer's recorded path (its epoch
+    function, warm-up, checks and rechecks) as a GPU would, with ``PAPERLIB_CUDA_GRAPHS=rehearse``.
+    Recording runs the epoch and undoes it (a recording executes nothing); a replay runs it again, plus
+    ``perturb`` on every floating state tensor, to play a recording that went wrong (tests). It cannot
+    freeze a Python number as a real recording would: only the check on a GPU finds that."""
+
+    def __init__(self, state, perturb: float = 0.0):
+        self.state, self.perturb, self.recordings = list(state), perturb, 0
+
+    def eager(self, epoch: Callable):
+        return epoch()
+
+    def record(self, epoch: Callable):
+        saved = [s.detach().clone() for s in self.state]
+        out = epoch().detach().clone()
+        with torch.no_grad():
+            for s, s0 in zip(self.state, saved):
+                s.copy_(s0)
+        self.recordings += 1
+
+        def replay():
+            result = epoch()
+            with torch.no_grad():
+                out.copy_(result)
+                for s in self.state:
+                    if self.perturb and s.is_floating_point():
+                        s.add_(self.perturb)
+        return replay, out
 
 
 class _CudaBackend:
@@ -83,7 +121,9 @@ class GraphedEpoch:
     def __init__(self, epoch: Callable, state: Sequence[torch.Tensor], *, enabled: bool,
                  name: str = "epoch", rtol: float = GRAPH_CHECK_RTOL, backend=None):
         self.epoch, self.state, self.name, self.rtol = epoch, list(state), name, rtol
-        self.backend = backend or (_CudaBackend() if enabled else None)
+        if backend is None and enabled:
+            backend = RehearsalBackend(state) if _switch() == "rehearse" else _CudaBackend()
+        self.backend = backend
         self.mode = "warm-up" if enabled else "eager"
         self.replay, self.out, self.checks = None, None, []  # checks: the relative differences seen
 

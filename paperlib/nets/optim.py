@@ -79,8 +79,9 @@ class FlatAdam:
     def step_at(self, index: torch.Tensor, sizes: torch.Tensor, roots: torch.Tensor) -> None:
         """:meth:`step` with its step size and bias correction read from ``sizes[index]`` and
         ``roots[index]`` (:meth:`schedule`), and ``index`` (a one-element int64 tensor) advanced in place:
-        nothing read from or written to the host. The update ``flat += (exp_avg * size) / denom`` rounds
-        once more than :meth:`step`'s ``addcdiv`` with a scalar: not bit for bit the same parameters."""
+        nothing read from or written to the host. ``addcdiv`` computes ``value * t1 / t2`` in that order, so
+        ``addcdiv(exp_avg * size, denom)`` rounds as :meth:`step`'s ``addcdiv(exp_avg, denom, value=size)``:
+        the same parameters bit for bit on a CPU (tested)."""
         beta1, beta2 = self.betas
         self.exp_avg.lerp_(self.flat_grad, 1 - beta1)
         self.exp_avg_sq.mul_(beta2).addcmul_(self.flat_grad, self.flat_grad, value=1 - beta2)

@@ -128,3 +128,14 @@ def test_an_epoch_that_cannot_be_recorded_runs_eagerly():
     with pytest.warns(RuntimeWarning, match="toy: the epoch could not be recorded"):
         losses = train(runner, order, lr)
     assert runner.mode == "eager" and torch.equal(w, w_ref) and losses == losses_ref
+
+
+def test_rehearse_runs_the_recorded_path_on_any_device(monkeypatch):
+    monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "rehearse")
+    assert graphs_enabled("cpu")
+    w_ref, losses_ref = eager_reference()
+    w, order, lr, epoch = sgd_problem()
+    runner = GraphedEpoch(epoch, [w], enabled=graphs_enabled("cpu"))
+    assert isinstance(runner.backend, graphs.RehearsalBackend)
+    losses = train(runner, order, lr)
+    assert runner.graphed and runner.checks == [0.0] and torch.equal(w, w_ref) and losses == losses_ref
