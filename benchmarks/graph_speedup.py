@@ -21,6 +21,7 @@ import time
 
 import torch
 
+from paperlib.core.devices import describe, pick_device
 from paperlib.core.seeding import generator
 from paperlib.papers.bottleneck import deepfc
 from paperlib.papers.manifold_lsh import manifolds
@@ -75,12 +76,12 @@ JOBS = (("resnet train_sgd", resnet), ("manifold train_mlps", mlps), ("bottlenec
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--scale", type=float, default=1.0)
     args = parser.parse_args(argv)
-    device = torch.device(args.device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (both runs eager)"
-    print(f"CUDA graphs against eager on {name} (torch {torch.__version__}), ms a step:")
+    device = pick_device(args.device)
+    print(f"CUDA graphs against eager on {describe(device)} (torch {torch.__version__}), ms a step"
+          + ("" if device.type == "cuda" else " (both runs eager)") + ":")
     for label, make in JOBS:
         t = seconds_a_step(lambda: make(device, args.scale), device)
         print(f"  {label:<24} eager {1e3 * t['eager']:8.3f}   recorded {1e3 * t['recorded']:8.3f}   "

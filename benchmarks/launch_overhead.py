@@ -23,6 +23,8 @@ import time
 
 import torch
 
+from paperlib.core.devices import describe, pick_device
+
 
 def per_call(fn, repeats: int, device: torch.device) -> float:
     """Median over five timings of ``repeats`` calls of ``fn``, in µs a call (the device drained at both ends)."""
@@ -62,12 +64,11 @@ def measure(device: torch.device, repeats: int) -> dict[str, float]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--repeats", type=int, default=20000)
     args = parser.parse_args(argv)
-    device = torch.device(args.device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    print(f"launch overhead on {name} (torch {torch.__version__}), µs a call, median of 5:")
+    device = pick_device(args.device)
+    print(f"launch overhead on {describe(device)} (torch {torch.__version__}), µs a call, median of 5:")
     for what, micros in measure(device, args.repeats).items():
         print(f"  {what:<46} {micros:8.2f}")
     return 0

@@ -384,8 +384,6 @@ def train_mlps(datasets: list, num_classes: int, width: int, *, epochs: int, bat
     Y = torch.stack([torch.nn.functional.one_hot(lab, num_classes).float() for _, lab in datasets]).to(device)
     summed = torch.tensor([loss == "sum" for loss in losses], device=device)
     num_points = X.shape[1]
-    # float32 SGD amplifies the thread-dependent rounding of multi-threaded kernels into a different run:
-    # on one thread the run is the same whatever OMP_NUM_THREADS says (as for the ResNet and deepfc)
     order = torch.empty((len(datasets), num_points), dtype=torch.long, device=device)  # each epoch's, copied in
 
     def run_epoch():
