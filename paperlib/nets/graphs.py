@@ -33,8 +33,14 @@ __all__ = ["GraphedEpoch", "RehearsalBackend", "graphs_enabled"]
 GRAPH_CHECK_RTOL = 1e-5
 
 
+SWITCH_VALUES = ("0", "1", "rehearse")
+
+
 def _switch() -> str:
-    return os.environ.get("PAPERLIB_CUDA_GRAPHS", "1")
+    value = os.environ.get("PAPERLIB_CUDA_GRAPHS", "1")
+    if value not in SWITCH_VALUES:  # "off" or "false" would otherwise leave graphs on without a word
+        raise ValueError(f"PAPERLIB_CUDA_GRAPHS must be one of {', '.join(SWITCH_VALUES)}, got {value!r}")
+    return value
 
 
 def graphs_enabled(device) -> bool:

@@ -93,6 +93,9 @@ def test_graphs_only_on_cuda_and_not_when_switched_off(monkeypatch):
     assert graphs_enabled("cuda")
     monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "0")
     assert not graphs_enabled("cuda")
+    monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "off")
+    with pytest.raises(ValueError, match="PAPERLIB_CUDA_GRAPHS must be one of 0, 1, rehearse, got 'off'"):
+        graphs_enabled("cuda")
 
 
 @CUDA
