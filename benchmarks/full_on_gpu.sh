@@ -19,6 +19,7 @@
 set -euo pipefail
 RUNS=${RUNS:-/tmp/full}
 PRESET=${PRESET:-full}  # PRESET=smoke RUNS=/tmp/rehearsal: a rehearsal of the whole flow on any machine
+BENCH=${BENCH:-1}       # BENCH=0: skip the launch-cost and graph-speedup benchmarks (about 30 s), once measured
 PAPERS_ALL="moderate-overparam jacobian-lowrank resnet-beyond-kernels bottleneck manifold-lsh"
 
 setup_env() {
@@ -35,7 +36,7 @@ start() {
     local papers="${*:-$PAPERS_ALL}" n threads
     n=$(echo $papers | wc -w); threads=$(( $(nproc) / n )); [ $threads -ge 1 ] || threads=1
     # the number every launch-count estimate assumed (about 8 µs an operator), measured here first: a few seconds
-    python3 benchmarks/launch_overhead.py | tee $RUNS/launch-overhead.txt || true
+    [ "$BENCH" = 0 ] || python3 benchmarks/launch_overhead.py | tee $RUNS/launch-overhead.txt || true
     # the tests that only a GPU runs (CUDA graphs against eager training, device paths): seconds. If a
     # CUDA-graph test fails, the runs train eagerly, as before graphs existed
     python3 -m pytest -q -p no:cacheprovider -rfs tests/nets/test_graphs.py tests/papers/resnet_beyond_kernels/test_hiernet.py tests/papers/bottleneck/test_deepfc_repcost.py \
@@ -44,7 +45,7 @@ start() {
     tail -8 $RUNS/cuda-tests.txt
     if grep -q "^FAILED.*graph\|^ERROR" $RUNS/cuda-tests.txt || ! grep -q " passed" $RUNS/cuda-tests.txt; then
         export PAPERLIB_CUDA_GRAPHS=0; echo "CUDA graph tests failed: runs train eagerly (PAPERLIB_CUDA_GRAPHS=0)" | tee -a $RUNS/cuda-tests.txt
-    else  # what the recordings save, trainer by trainer: the before and after of each chapter's steps (seconds)
+    elif [ "$BENCH" != 0 ]; then  # what the recordings save, trainer by trainer: the before and after of each chapter's steps (seconds)
         timeout 120 python3 benchmarks/graph_speedup.py | tee $RUNS/graph-speedup.txt || true
     fi
     # everything below under setsid: a call's own processes end with it, and a pipe to one of them would too

@@ -92,17 +92,27 @@ def leaky(z: torch.Tensor, slope: float) -> torch.Tensor:
 # ------------------------------------------------------------------ forward
 
 
-def forward(layers: list, X: torch.Tensor, slope: float = 0.0, keep: bool = False):
+def forward(layers: list, X: torch.Tensor, slope: float = 0.0, keep: bool = False, leading: list | None = None):
     """Outputs of stacked (or single) networks on X (N, d) shared or (S, N, d).
 
     With ``keep=True`` also returns the lists of pre-activations tilde-alpha_l
-    (l = 1..L) and activations alpha_l (l = 0..L-1)."""
+    (l = 1..L) and activations alpha_l (l = 0..L-1).
+
+    ``leading`` (stacked ReLU networks only, one count per layer): only the first ``leading[l]`` networks
+    compute hidden layer l; the others pass their activation through unchanged. That is exactly what an
+    identity layer with zero bias does after a ReLU (see :func:`train_adam_depths`), without its product."""
     stacked = layers[0][0].dim() == 3
+    if leading is not None and (keep or slope != 0 or not stacked or leading[-1] != layers[-1][0].shape[0]):
+        raise ValueError("leading needs stacked ReLU networks whose output layer is every network's, without keep")
     h = X
     if stacked and X.dim() == 2:
         h = X.expand(layers[0][0].shape[0], *X.shape)
     pre, act = [], [h]
     for index, (W, b) in enumerate(layers):
+        if leading is not None and leading[index] < W.shape[0]:
+            n = leading[index]
+            h = torch.cat([torch.relu(torch.bmm(h[:n], W[:n].transpose(1, 2)) + b[:n, None, :]), h[n:]])
+            continue
         z = (torch.bmm(h, W.transpose(1, 2)) + b[:, None, :]) if stacked else h @ W.T + b
         pre.append(z)
         if index < len(layers) - 1:
@@ -145,11 +155,13 @@ def decay_gradient_coefficients(layers: list, weight_decay, active: list | None 
 
 
 def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float, slope: float = 0.0,
-               final_lr_fraction: float = 0.1, log_every: int = 100, active: list | None = None) -> FitResult:
+               final_lr_fraction: float = 0.1, log_every: int = 100, active: list | None = None,
+               leading: list | None = None) -> FitResult:
     r"""Full-batch Adam on stacked networks, lr decaying exponentially from ``lr`` to
     ``final_lr_fraction * lr``. ``Y`` is shared (N, d_out) or per network (S, N, d_out).
     ``active`` (one (S,) bool tensor per layer) marks the layers a network really has (see
-    :func:`train_adam_depths`): the others get no gradient and no weight decay.
+    :func:`train_adam_depths`): the others get no gradient and no weight decay. ``leading`` (see
+    :func:`forward`) skips the products of those layers, when they are identity padding after a ReLU.
 
     The step is that of :func:`regularized_loss`'s gradient, bit for bit, in fewer operations (a GPU
     runs these small networks at the pace the host launches kernels):
@@ -183,7 +195,7 @@ def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float
     schedule = None
 
     def one_step(log: bool, scheduled: bool):
-        mse = ((forward(pairs(), X, slope) - Y) ** 2).mean((-2, -1))
+        mse = ((forward(pairs(), X, slope, leading=leading) - Y) ** 2).mean((-2, -1))
         optimizer.set_grad(torch.autograd.grad(mse.sum(), params))
         loss = None
         with torch.no_grad():
@@ -218,7 +230,7 @@ def train_adam(layers: list, X, Y, *, weight_decay: float, steps: int, lr: float
     if flush:
         torch.set_flush_denormal(False)
     with torch.no_grad():
-        mse = ((forward(pairs(), X, slope) - Y) ** 2).mean((-2, -1)).double().cpu().numpy()
+        mse = ((forward(pairs(), X, slope, leading=leading) - Y) ** 2).mean((-2, -1)).double().cpu().numpy()
     trained = [(W.detach().cpu(), b.detach().cpu()) for W, b in pairs()]
     collapsed = np.array([float(weight_norm([(W[s], b[s]) for W, b in trained])) < 1e-3
                           for s in range(trained[0][0].shape[0])])
@@ -233,16 +245,24 @@ def train_adam_depths(inits: list, X, Y, *, weight_decay, steps: int, lr: float,
     hidden layers before its output layer. That is exact, not an approximation: after a ReLU
     h >= 0, so relu(I h + 0) = h and the backward pass through it repeats the ReLU mask already
     applied; its gradients are masked to zero, so Adam leaves it at the identity, and the
-    weight-decay term skips it. Fewer, larger tensor operations replace one program per depth.
-    ``weight_decay`` is one λ for all, or one per group. Returns one :class:`FitResult` per group
-    (its ``seconds`` is the whole program's)."""
-    depth = max(len(layers) for layers in inits)
+    weight-decay term skips it. Fewer, larger tensor operations replace one program per depth. The
+    groups are stacked deepest first, so the networks that really have a hidden layer come first, and
+    the padding's products are skipped (``leading``, see :func:`forward`): its layers pass their input
+    through, as the identity does, without computing it. ``weight_decay`` is one λ for all, or one per
+    group. Returns one :class:`FitResult` per group, in the order of ``inits`` (its ``seconds`` is the
+    whole program's)."""
+    if not isinstance(weight_decay, (int, float)) and len(weight_decay) != len(inits):
+        raise ValueError(f"one weight decay per group: {len(inits)} groups, {len(weight_decay)} values")
+    order = sorted(range(len(inits)), key=lambda g: -len(inits[g]))  # deepest first
+    depth = len(inits[order[0]])
     width = inits[0][0][0].shape[1]
     dtype = inits[0][0][0].dtype
+    sizes = [inits[g][0][0].shape[0] for g in order]
     stacked, active = [], []
     for position in range(depth):
         Ws, bs, masks = [], [], []
-        for layers in inits:
+        for g in order:
+            layers = inits[g]
             S, real = layers[0][0].shape[0], len(layers)
             if position < real - 1:
                 W, b = layers[position]
@@ -257,23 +277,22 @@ def train_adam_depths(inits: list, X, Y, *, weight_decay, steps: int, lr: float,
             masks.append(torch.full((S,), position < real - 1 or position == depth - 1))
         stacked.append((torch.cat(Ws), torch.cat(bs)))
         active.append(torch.cat(masks))
+    leading = [int(mask.sum()) for mask in active]  # a prefix of the rows, the groups being deepest first
     if not isinstance(weight_decay, (int, float)):
-        if len(weight_decay) != len(inits):
-            raise ValueError(f"one weight decay per group: {len(inits)} groups, {len(weight_decay)} values")
-        weight_decay = torch.cat([torch.full((layers[0][0].shape[0],), float(lam), dtype=dtype, device=layers[0][0].device)
-                                  for layers, lam in zip(inits, weight_decay)])
+        weight_decay = torch.cat([torch.full((inits[g][0][0].shape[0],), float(weight_decay[g]), dtype=dtype,
+                                             device=inits[g][0][0].device) for g in order])
     fit = train_adam(stacked, X, Y, weight_decay=weight_decay, steps=steps, lr=lr,
-                     final_lr_fraction=final_lr_fraction, log_every=log_every, active=active)
-    results, start = [], 0
-    for layers in inits:
-        S, real = layers[0][0].shape[0], len(layers)
+                     final_lr_fraction=final_lr_fraction, log_every=log_every, active=active, leading=leading)
+    results, start = {}, 0
+    for g, S in zip(order, sizes):
+        real = len(inits[g])
         rows = slice(start, start + S)
         keep = list(range(real - 1)) + [depth - 1]
         group = [(fit.layers[i][0][rows], fit.layers[i][1][rows]) for i in keep]
         collapsed = np.array([float(weight_norm([(W[s], b[s]) for W, b in group])) < 1e-3 for s in range(S)])
-        results.append(FitResult(group, fit.train_mse[rows], fit.loss_history[:, rows], fit.seconds, collapsed))
+        results[g] = FitResult(group, fit.train_mse[rows], fit.loss_history[:, rows], fit.seconds, collapsed)
         start += S
-    return results
+    return [results[g] for g in range(len(inits))]
 
 
 # ------------------------------------------------------------------ Jacobians and the NTK (one network, float64)

@@ -498,6 +498,20 @@ def test_networks_of_several_depths_train_together_exactly_as_alone():
         assert np.array_equal(fit.collapsed, alone.collapsed)
 
 
+def test_leading_rows_pass_through_as_identity_padding_does():
+    """forward(leading=...) skips the padded layers' products: bit for bit what the identity layers give."""
+    X = torch.randn(30, 6, generator=generator(1, "x"))
+    deep, shallow = df.init_params([6, 12, 12, 12, 5], [0, 1]), df.init_params([6, 12, 5], [2])
+    eye = (torch.eye(12).expand(1, 12, 12), torch.zeros(1, 12))
+    padded = [(torch.cat([deep[i][0], shallow[i][0] if i < 1 else eye[0]]), torch.cat([deep[i][1], shallow[i][1] if i < 1 else eye[1]]))
+              for i in range(3)] + [(torch.cat([deep[3][0], shallow[1][0]]), torch.cat([deep[3][1], shallow[1][1]]))]
+    assert torch.equal(df.forward(padded, X, leading=[3, 2, 2, 3]), df.forward(padded, X))
+    assert torch.equal(df.forward(padded, X)[2], df.forward(shallow, X)[0])
+    for bad in (dict(leading=[3, 2, 2, 2]), dict(leading=[3, 2, 2, 3], slope=0.1), dict(leading=[3, 2, 2, 3], keep=True)):
+        with pytest.raises(ValueError, match="leading"):
+            df.forward(padded, X, **bad)
+
+
 def test_corollary8_bound_is_infinite_when_the_pseudo_determinant_underflows():
     # 40 layers of 1e-9 I: |Jf(x)|_{+,2} = 1e-720, below float64's range, so the bound's denominator
     # is 0 in float64 (the ZeroDivisionError a `full` run met at L = 40); the bound is then vacuous
