@@ -50,7 +50,9 @@ def summary(P, layer, base, theta_rows):
     im = ax.imshow(heat, cmap="viridis")
     fig.colorbar(im, ax=ax, fraction=0.046).set_label("mean ‖r(x) − r(x')‖, classes i and j")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True)); ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title("(b) Figure 3: mean distance between classes (mix, test)"); ax.set_xlabel("class j"); ax.set_ylabel("class i")
+    shown = "" if classes == P.num_manifolds else f", first {classes} of {P.num_manifolds} classes"
+    ax.set_title(f"(b) Figure 3: mean distance between classes (mix, test{shown})")
+    ax.set_xlabel("class j"); ax.set_ylabel("class i")
 
     ax = axes[1, 0]
     for R_, l_, name, style in ((base["R_te"], base["labt"], "test (seen manifolds)", "-"),
