@@ -186,13 +186,19 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
                        desc: str = "GD") -> GDResult:
     r"""The loop shared by the full-batch GD trainers: :math:`W_{\tau+1} = W_\tau - \eta G(W_\tau)`.
 
-    ``residual_and_gradient(W)`` returns ``(residual_norm, gradient, residual)``. The run stops
-    early when ``residual_norm / label_norm < tol`` (``converged=True``), or when the residual is
-    non-finite or its relative size exceeds ``divergence_threshold`` (``diverged=True``,
-    ``diverged_at=τ``), and otherwise after ``num_steps`` updates. Every ``log_every`` iterations
-    and at the last one the norm, distance and path length are logged and
+    ``residual_and_gradient(W)`` returns ``(residual_norm, gradient, residual)``, the norm a float or a
+    0-dim tensor. The run stops early when ``residual_norm / label_norm < tol`` (``converged=True``), or
+    when the residual is non-finite or its relative size exceeds ``divergence_threshold``
+    (``diverged=True``, ``diverged_at=τ``), and otherwise after ``num_steps`` updates. Every
+    ``log_every`` iterations and at the last one the norm, distance and path length are logged and
     ``on_log(tau, W, residual)`` is called; ``before_step(tau, W)`` is called at every iterate.
     ``W0`` is not modified.
+
+    The norms are read back to the host once per logged iterate, not once a step (on a GPU each read
+    waits for the device): the steps up to the next log run first, and if one of them should have
+    stopped the run, the weights go back to the last log and the steps are taken again up to that
+    iterate. The iterates, logs and stopping step are those of checking at every step. With
+    ``before_step``, a hook that cannot be taken back, every step is checked at once.
     """
     # iterates 0..num_steps: num_steps + 1 evaluations, the last one logged
     loop = TrainingLoop(num_steps + 1, log_every, progress, desc, divergence_threshold=divergence_threshold)
@@ -201,34 +207,62 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
     path = torch.zeros((), dtype=W.dtype, device=W.device)
     converged = False if tol is not None else None
     diverged_at = None
-    tau = 0
+    chunk = 1 if before_step is not None else log_every
 
-    def log(rnorm, residual):
+    def evaluate(tau):
+        if before_step is not None:
+            before_step(tau, W)
+        return residual_and_gradient(W)
+
+    def update(G):
+        G.mul_(lr)
+        path.add_(torch.linalg.vector_norm(G))
+        W.sub_(G)
+
+    def stop(rnorm: float) -> Optional[str]:
+        if loop.diverged(rnorm, label_norm):
+            return "diverged"
+        if tol is not None and rnorm < tol * label_norm:
+            return "converged"
+        return None
+
+    def log(tau, rnorm, residual):
         if history.log(tau, rnorm, W, path) and on_log is not None:
             on_log(tau, W, residual)
 
+    tau = 0
     try:
-        while True:
-            if before_step is not None:
-                before_step(tau, W)
-            rnorm, G, residual = residual_and_gradient(W)
-            if loop.diverged(rnorm, label_norm):
-                diverged_at = tau
-                log(rnorm, residual)
-                break
-            if tol is not None and rnorm < tol * label_norm:
-                converged = True
-                log(rnorm, residual)
-                break
-            if loop.logs(tau):
-                log(rnorm, residual)
-            if tau == num_steps:
-                break
-            G.mul_(lr)
-            path += torch.linalg.vector_norm(G)
-            W.sub_(G)
-            tau += 1
-            loop.advance()
+        rnorm, G, residual = evaluate(0)
+        rnorm = float(rnorm)
+        reason = stop(rnorm)
+        log(0, rnorm, residual)
+        while reason is None and tau < num_steps:
+            end = min((tau // chunk + 1) * chunk, num_steps)  # the next logged iterate, or the last
+            start_W, start_path = (W.clone(), path.clone()) if end > tau + 1 else (None, None)
+            norms = []
+            for t in range(tau + 1, end + 1):
+                update(G)
+                rnorm, G, residual = evaluate(t)
+                norms.append(rnorm if isinstance(rnorm, torch.Tensor) else torch.tensor(rnorm, dtype=torch.float64))
+            values = torch.stack(norms).tolist()  # one read for the whole chunk
+            first = next((i for i, value in enumerate(values) if stop(value) is not None), None)
+            if first is not None and first < len(values) - 1:  # back to the last log, then up to that iterate
+                W.copy_(start_W)
+                path.copy_(start_path)
+                _, G, _ = residual_and_gradient(W)
+                for _ in range(first + 1):
+                    update(G)
+                    _, G, residual = residual_and_gradient(W)
+            loop.advance(end - tau if first is None else first + 1)
+            tau = end if first is None else tau + 1 + first
+            rnorm = values[first if first is not None else -1]
+            reason = None if first is None else stop(rnorm)
+            if reason is not None or loop.logs(tau):
+                log(tau, rnorm, residual)
+        if reason == "diverged":
+            diverged_at = tau
+        elif reason == "converged":
+            converged = True
     finally:
         loop.close()
     return history.result(W, label_norm, tau, diverged_at, converged)
@@ -248,7 +282,7 @@ def gd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tens
 
     def residual_and_gradient(W):
         r, G = shallow_residual_and_gradient(X, W, v, y, act)
-        return float(torch.linalg.vector_norm(r)), G, r
+        return torch.linalg.vector_norm(r), G, r  # a tensor: read back once a log (full_batch_descent)
 
     return full_batch_descent(W0, residual_and_gradient, lr, num_steps, float(torch.linalg.vector_norm(y)),
                               log_every=log_every, tol=tol, progress=progress,

@@ -71,6 +71,54 @@ def test_gd_divergence_guard_reports_instead_of_raising():
     assert not (res.relative_residuals[-1] <= 1e3)      # > 1e3 or non-finite
 
 
+def _descent_checked_every_step(W0, residual_and_gradient, lr, num_steps, label_norm, log_every, tol):
+    """The loop as it was before the checks were batched: the norm read back at every iterate."""
+    W, path, norms, iters, diverged_at, converged = W0.clone(), torch.zeros((), dtype=W0.dtype), [], [], None, None
+    for tau in range(num_steps + 1):
+        rnorm, G, _ = residual_and_gradient(W)
+        rnorm = float(rnorm)
+        stop = is_diverged(rnorm, label_norm) or (tol is not None and rnorm < tol * label_norm)
+        if stop or tau % log_every == 0 or tau == num_steps:
+            norms.append(rnorm)
+            iters.append(tau)
+        if stop:
+            diverged_at, converged = (tau, None) if is_diverged(rnorm, label_norm) else (None, True)
+            break
+        if tau == num_steps:
+            break
+        G.mul_(lr)
+        path += torch.linalg.vector_norm(G)
+        W.sub_(G)
+    return W, norms, iters, tau, diverged_at, converged
+
+
+@pytest.mark.parametrize("lr, tol, log_every, ends", [(0.05, None, 7, "at the last step"),
+                                                       (10.0, None, 5, "diverged between logs"),
+                                                       (2.0, 1e-2, 25, "converged between logs"),
+                                                       (2.0, 1e-2, 1, "converged")])
+def test_gd_reads_the_norm_once_a_log_with_the_iterates_of_checking_every_step(lr, tol, log_every, ends):
+    """full_batch_descent runs the steps up to the next log before reading their norms; a stop within
+    them takes the weights back to the last log and steps again: every iterate, log and stopping
+    step is that of the loop that checks every step, bit for bit (the same operations in the same order)."""
+    X, y, W0, v = _easy_problem(n=10, d=10, k=20)
+
+    def residual_and_gradient(W):
+        r, G = shallow_residual_and_gradient(X, W, v, y, "softplus")
+        return torch.linalg.vector_norm(r), G, r
+
+    W, norms, iters, tau, diverged_at, converged = _descent_checked_every_step(
+        W0, residual_and_gradient, lr, 60, float(y.norm()), log_every, tol)
+    res = gd_shallow(X, y, W0, v, "softplus", lr=lr, num_steps=60, log_every=log_every, tol=tol)
+    assert torch.equal(res.W, W)
+    assert list(res.logged_iters) == iters and list(res.residual_norms) == norms
+    assert (res.iterations, res.diverged_at, bool(res.converged)) == (tau, diverged_at, bool(converged))
+    between_logs = tau % log_every != 0
+    assert {"at the last step": tau == 60 and diverged_at is None and not converged,
+            "diverged between logs": diverged_at is not None and between_logs,
+            "converged between logs": bool(converged) and between_logs,
+            "converged": bool(converged)}[ends]
+
+
 def test_gd_stops_at_tolerance():
     X, y, W0, v = _easy_problem(n=10, d=10, k=20)
     res = gd_shallow(X, y, W0, v, "softplus", lr=0.15, num_steps=5000, tol=TOL, log_every=100)
