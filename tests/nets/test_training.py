@@ -73,7 +73,7 @@ def test_gd_divergence_guard_reports_instead_of_raising():
 
 def _descent_checked_every_step(W0, residual_and_gradient, lr, num_steps, label_norm, log_every, tol):
     """The loop as it was before the checks were batched: the norm read back at every iterate."""
-    W, path, norms, iters, diverged_at, converged = W0.clone(), torch.zeros((), dtype=W0.dtype), [], [], None, None
+    W, path, norms, iters, diverged_at, converged = W0.clone(), torch.zeros((), dtype=W0.dtype, device=W0.device), [], [], None, None
     for tau in range(num_steps + 1):
         rnorm, G, _ = residual_and_gradient(W)
         rnorm = float(rnorm)
@@ -96,11 +96,13 @@ def _descent_checked_every_step(W0, residual_and_gradient, lr, num_steps, label_
                                                        (10.0, None, 5, "diverged between logs"),
                                                        (2.0, 1e-2, 25, "converged between logs"),
                                                        (2.0, 1e-2, 1, "converged")])
-def test_gd_reads_the_norm_once_a_log_with_the_iterates_of_checking_every_step(lr, tol, log_every, ends):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))])
+def test_gd_reads_the_norm_once_a_log_with_the_iterates_of_checking_every_step(lr, tol, log_every, ends, device):
     """full_batch_descent runs the steps up to the next log before reading their norms; a stop within
     them takes the weights back to the last log and steps again: every iterate, log and stopping
     step is that of the loop that checks every step, bit for bit (the same operations in the same order)."""
-    X, y, W0, v = _easy_problem(n=10, d=10, k=20)
+    X, y, W0, v = (t.to(device) for t in _easy_problem(n=10, d=10, k=20))
 
     def residual_and_gradient(W):
         r, G = shallow_residual_and_gradient(X, W, v, y, "softplus")
