@@ -102,8 +102,10 @@ def forward(layers: list, X: torch.Tensor, slope: float = 0.0, keep: bool = Fals
     compute hidden layer l; the others pass their activation through unchanged. That is exactly what an
     identity layer with zero bias does after a ReLU (see :func:`train_adam_depths`), without its product."""
     stacked = layers[0][0].dim() == 3
-    if leading is not None and (keep or slope != 0 or not stacked or leading[-1] != layers[-1][0].shape[0]):
-        raise ValueError("leading needs stacked ReLU networks whose output layer is every network's, without keep")
+    if leading is not None and (keep or slope != 0 or not stacked or len(leading) != len(layers)
+                                or leading[0] != leading[-1] or leading[-1] != layers[-1][0].shape[0]):
+        raise ValueError("leading needs stacked ReLU networks whose first and output layers are every network's "
+                         "(one count per layer), without keep")
     h = X
     if stacked and X.dim() == 2:
         h = X.expand(layers[0][0].shape[0], *X.shape)
