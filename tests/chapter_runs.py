@@ -5,8 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
 from paperlib.core import ledger as ledger_module
 from paperlib.core import params as P
 
@@ -27,8 +25,8 @@ def failed_robust_claims(ledger: dict) -> list:
 
 
 def controls(paper: str) -> list[dict]:
-    path = P.PRESET_DIR / paper / "controls.yaml"
-    return (yaml.safe_load(path.read_text()) or []) if path.exists() else []
+    from paperlib.core import controls as controls_module
+    return controls_module.load(paper)
 
 
 def checked_outputs(notebook_file: str | Path) -> list[str]:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paperlib.core import devices, params, plotting
+from paperlib.core import controls, devices, params, plotting
 from paperlib.core.ledger import Ledger, cell_claims_markdown, declared_claims
 from paperlib.core.seeding import seed_everything
 
@@ -45,6 +45,9 @@ class Chapter:
         self.ledger_path = self.ledger.save()
         glue("verdict_summary", Markdown(self.ledger.summary()), display=False)
         display(Markdown(self.ledger.findings_markdown()))
+        coverage = controls.coverage_markdown(self.ledger.paper, self.ledger.claims, self.ledger.declared)
+        if coverage:
+            display(Markdown(coverage))
         for note in notes:
             display(Markdown(note))
         display(Markdown(self.ledger.table_markdown()))
