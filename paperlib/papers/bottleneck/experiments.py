@@ -32,6 +32,7 @@ TRAINED_LINEAR_SINGULAR_VALUES = (3.0, 1.0)  # the 5 x 5 rank-2 target of the tr
 NUM_PROBES = 32  # training inputs at which the Jacobian bounds are evaluated
 BALANCE_TOL = 0.01  # a run is balanced when its relative balancedness residual is at most this
 RANK_K_MIN_SINGULAR_VALUE, RANK_K_MIN_GAP = 0.5, 4.0  # a "rank-k* run": s_k* >= 0.5 and s_k*/s_(k*+1) >= 4
+FIT_TOL = 0.05  # a run "fits" when its train MSE / Var(y) is below this (the spec's line in A9), in every claim and figure
 
 
 def init(layer_widths, seeds, device):
@@ -257,7 +258,7 @@ def sweep_summary(P, sweep) -> SimpleNamespace:
     >= 0.5 separated by a gap >= 4; the paper's count > ``sv_threshold`` converges later and is reported
     apart), the norm's slope over L >= 6, c1 and Σδ by depth, Tr Θ/L, balancedness, Corollary 8."""
     k, runs, y_var = P.true_rank, sweep.runs, sweep.y_var
-    fitting = [r for r in runs if r["train_mse"] / y_var < 0.05]
+    fitting = [r for r in runs if r["train_mse"] / y_var < FIT_TOL]
     rank_k = [r for r in fitting if r["sv_mid"][k - 1] >= RANK_K_MIN_SINGULAR_VALUE and r["gap"] >= RANK_K_MIN_GAP]
     out = SimpleNamespace(rank_k=rank_k, deep=[r for r in rank_k if r["depth"] >= 6])
     out.slope_runs = [r for r in rank_k if r["depth"] >= (6 if len(P.depths) > 2 else 0)]
@@ -283,6 +284,7 @@ def sweep_summary(P, sweep) -> SimpleNamespace:
     out.ntk_by_depth = {d: np.median([r["ntk_per_L"] for r in rank_k if r["depth"] == d])
                         for d in P.depths if any(r["depth"] == d for r in rank_k)}
     out.under = [r for r in runs if r["rank"] < k]
+    out.fitting_under = [r for r in out.under if r["train_mse"] / y_var < FIT_TOL]
     out.other_runs = [r for r in runs if all(r is not q for q in rank_k)]
     pairs_same = [(a, b) for i, a in enumerate(rank_k) for b in rank_k[i + 1:] if a["seed"] == b["seed"]]
     out.pairs_same = pairs_same
@@ -312,9 +314,10 @@ def profile(P, device) -> dict:
 
 
 def weight_decay_sweep(P, sweep, device) -> list:
-    """One network per (λ, depth) pair of ``sweep_weight_decays`` × ``sweep_depths`` (one batched program, one
-    weight decay per network) on the depth sweep's data: the middle rank and the fit."""
-    pairs = list(zip(P.sweep_weight_decays, P.sweep_depths))
+    """One network for every λ of ``sweep_weight_decays`` at every depth of ``sweep_depths`` (one batched
+    program, one weight decay per network) on the depth sweep's data: the middle rank, the fit and the
+    balancedness residual (a stationary point is balanced)."""
+    pairs = [(lam, depth) for lam in P.sweep_weight_decays for depth in sorted(P.sweep_depths)]
     if not pairs:
         return []
     data = sweep.data
@@ -323,9 +326,18 @@ def weight_decay_sweep(P, sweep, device) -> list:
                                 steps=P.sweep_steps, lr=P.lr)
     rows = []
     for (lam, depth), fit in zip(pairs, fits):
-        sv = torch.linalg.svdvals(df.select(fit.layers, 0)[depth // 2][0])
-        rows.append(dict(lam=lam, depth=depth, rank=int((sv > P.sv_threshold).sum()), mse=fit.train_mse[0] / sweep.y_var))
+        net = df.select(fit.layers, 0)
+        sv = torch.linalg.svdvals(net[depth // 2][0])
+        rows.append(dict(lam=lam, depth=depth, rank=int((sv > P.sv_threshold).sum()), mse=fit.train_mse[0] / sweep.y_var,
+                         balance=df.balancedness_residual(net)))
     return rows
+
+
+def drop_depths(rows: list, k: int) -> dict:
+    """For each λ of the weight-decay sweep, the first depth of its grid whose middle rank is below k
+    (``math.inf`` when the rank stays >= k over the grid)."""
+    return {lam: min((r["depth"] for r in rows if r["lam"] == lam and r["rank"] < k), default=math.inf)
+            for lam in sorted({r["lam"] for r in rows})}
 
 
 def other_ranks(P, device) -> dict:

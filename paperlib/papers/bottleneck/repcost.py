@@ -194,7 +194,7 @@ def theorem7_bound(layers: list, X: torch.Tensor, k: int, slope: float = 0.0, ja
 def corollary8_bound(layers: list, X: torch.Tensor, k: int, p: float = 0.5, slope: float = 0.0) -> float:
     r"""Corollary 8's bound on :math:`s_{k+1}(\tilde\alpha_\ell(X)/\sqrt N)` for at least (1 - p) L layers."""
     L = len(layers)
-    c = float((deepfc.ntk_trace(layers, X, slope, biases=False) / L).max())
+    c = float((deepfc.ntk_trace(layers, X, slope, biases=False) / L).mean())  # the hypothesis: (1/N) Tr Θ(X,X) <= cL
     c1 = float(deepfc.weight_norm(layers)) - k * L
     log_p = log_pdet(deepfc.jacobian(layers, X, slope), k)
     if c1 - 2 * float(log_p.max()) <= 0:
