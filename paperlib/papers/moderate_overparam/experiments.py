@@ -311,9 +311,9 @@ def linearized_rate_explanations(P, lazy) -> str:
 
 
 def trend(P) -> list:
-    """(d/n, η λmin(J0 J0ᵀ)) for d in ``trend_input_dims`` at n = ``lazy_num_samples`` (ReLU, the theorem's
-    step, the widest lazy width): Cor. 2.2/2.4's rate gap."""
-    n, k = P.lazy_num_samples, max(P.lazy_widths)
+    """(d/n, η λmin(J0 J0ᵀ)) for d in ``trend_input_dims`` at n = ``trend_num_samples`` (ReLU, the theorem's
+    step, the widest lazy width): Cor. 2.2/2.4's rate gap, linearized at initialization."""
+    n, k = P.trend_num_samples, max(P.lazy_widths)
     points = []
     for d in P.trend_input_dims:
         X, y = sphere_data(P, n, d, "trend", d)
@@ -383,6 +383,22 @@ def contour_diagnosis(P, result, name, n, crossings) -> str:
     return "; ".join(parts)
 
 
+def failure_reason(P, result, name, n, d, kernel_iterations) -> str:
+    """Which of the page's two reasons accounts for the failed runs with enough parameters (k_eff d >= n) at
+    ``d``: the slow kernel (infinitely wide GD would need more than ``max_steps`` iterations), dead data points
+    (ReLU, in at least half of them), or neither."""
+    i = list(P.phase_input_dims).index(d)
+    ks = np.array(P.phase_widths)
+    failed = (2 * (ks // 2) * d >= n)[:, None] & (result["success"][i] == 0)
+    if kernel_iterations > P.max_steps:
+        return "a small λ(X): the infinitely wide network itself would need more than the budget"
+    if name == "relu" and failed.any() and (failed & (result["dead_points"][i] > 0)).sum() >= failed.sum() / 2:
+        return "dead data points, in at least half of the failed runs"
+    return ("neither: the kernel needs fewer iterations than the budget" + (" and few failed runs have a dead data point"
+                                                                           if name == "relu" else "")
+            + "; these widths (k at most " + f"{ks.max()}) are far from the infinitely wide network")
+
+
 def contour_report(P, phase, contour) -> str:
     """Per (activation, n): the success rate below k_eff d = n, the crossings per d and, where a crossing
     leaves [1, 3], the diagnosis and the iterations infinitely wide GD needs for a typical draw."""
@@ -397,16 +413,19 @@ def contour_report(P, phase, contour) -> str:
                      f"50% crossing $kd/n$ per $d$ (* marks $n>d(d+1)/2$; inf: not reached in the grid): {cross}.")
         outside = [d for d, c in crossings.items() if not 1.0 <= c <= 3.0]
         if outside:
-            estimates = []
+            estimates, reasons = [], []
             for d in outside:  # lambda(X) of a typical draw, and the infinite-width (kernel) iteration count
                 X, _ = sphere_data(P, n, d, "k_th", n, d)
                 lam = linalg.min_eigenvalue(neural_covariance(X @ X.T, name, order=P.hermite_order))
-                estimates.append(f"d={d}: λ(X) = {lam:.1e}, ln(1/tol)/(η λ(X)) = {math.log(1 / P.tol) / (lr[name] * lam):.0f}")
+                iterations = math.log(1 / P.tol) / (lr[name] * lam)
+                estimates.append(f"d={d}: λ(X) = {lam:.1e}, ln(1/tol)/(η λ(X)) = {iterations:.0f}")
+                reasons.append(f"d={d}: " + failure_reason(P, res, name, n, d, iterations))
             lines.append(f"  Where the crossing leaves $[1,3]$: {contour_diagnosis(P, res, name, n, crossings)}. "
                          f"For comparison with the budget of {P.max_steps} iterations: the iterations that GD on "
                          f"an infinitely wide network (contraction 1 − ηλ(X) of its slowest mode, for ‖y‖² ≈ n) "
                          f"needs to shrink that mode by the tolerance, for a typical draw: "
-                         + "; ".join(estimates) + ".")
+                         + "; ".join(estimates) + ". Which of the two reasons above accounts for the failures: "
+                         + "; ".join(reasons) + ".")
     return "\n".join(lines)
 
 
@@ -420,7 +439,8 @@ def sufficient_width_table(P) -> str:
             lam = {name: linalg.min_eigenvalue(neural_covariance(G, name, order=P.hermite_order)) for name in ACTIVATIONS}
             rows.append(f"| {n} | {d} | {n / d:.1f} | {overparam.sufficient_width('softplus', n, norm, lam['softplus']):.1e} | "
                         f"{overparam.sufficient_width('relu', n, norm, lam['relu']):.1e} |")
-    return ("| n | d | k at kd = n | Thm 2.1 sufficient k (softplus) | Thm 2.3 sufficient k (ReLU) |\n"
+    return ("| n | d | k at kd = n | sufficient k, softplus (meta-Thm 6.2, eq. 6.18) | sufficient k, ReLU (Thm 6.3, the "
+            "proof's C = 9.2e9) |\n"
             "|---|---|---|---|---|\n" + "\n".join(rows))
 
 
