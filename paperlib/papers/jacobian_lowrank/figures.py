@@ -116,7 +116,7 @@ def deep_summary(P, net, tables, q):
     ax.plot(levels, [tables.alignment[lvl, "train init"][0].nuisance for lvl in levels], "o-", label="N(y), J at initialization")
     ax.plot(levels, q["n_final"], "s-", label="N(y), J after training")
     ax.plot(levels, test_err, "^-", label="final test error (clean labels)")
-    ax.set_xlabel("corruption fraction"); ax.set_ylabel("N(y) (energy of y on N) and test error")
+    ax.set_xlabel("corruption fraction"); ax.set_ylabel("N(y) = ‖Π_N y‖/‖y‖ and test error")
     ax.set_title("Nuisance fraction and test error (Figs. 7, 15)")
     ax.legend(fontsize=7)
     ax = axes[3]
