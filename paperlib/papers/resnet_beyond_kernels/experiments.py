@@ -262,9 +262,11 @@ class Study:
             inf = kind == "inf"
             out.families[kind] = SimpleNamespace(
                 label=label, error=min(r["error"] for r in chosen), g=max(abs(r["g"]) for r in chosen),
-                predicted_error=min(r["predicted"] for r in chosen) if inf else out.g_part_floor,
+                # for the networks' kernels the theory gives only a floor on the G-part, not the error: no prediction
+                predicted_error=min(r["predicted"] for r in chosen) if inf else None,
                 predicted_g=max(r["g_predicted"] for r in chosen) if inf else 0.0,
-                predicted_text="the smallest D3 error" if inf else "the G-part floor k α² (1 − N/binom(30,8))",
+                predicted_text="the smallest D3 error" if inf else ("none; the theory bounds the G-part alone from "
+                                                                      "below, by k α² (1 − N/binom(30,8))"),
                 g_predicted_text="the largest D3 learnability L_8" if inf else "0")
         return out
 
