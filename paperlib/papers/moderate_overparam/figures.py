@@ -85,7 +85,7 @@ def phase_diagrams(P, phase):
 def thresholds(P, found):
     """k* with its bootstrap interval against n, at fixed d and along d = n/5, with the conjecture's and the
     theorems' shapes."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.2))
     names = list(found)
     n_line = np.linspace(min(P.kn_num_samples), max(P.kn_num_samples), 100)
     for i, (name, color) in enumerate(zip(names, plotting.PALETTE)):
@@ -101,6 +101,7 @@ def thresholds(P, found):
     first = [found[a].kn_star[0] for a in names]
     ref = np.nanmean(first) if np.isfinite(first).any() else 1.0
     axes[0].plot(n_line, ref * (n_line / n_line[0]) ** 2, "k--", label="theorems (smooth): ∝ n² (shape only)")
+    axes[0].plot(n_line, ref * (n_line / n_line[0]) ** 4, "k:", label="theorems (ReLU): ∝ n⁴ (shape only)")
     axes[0].set_xlabel("n"); axes[0].set_ylabel("50% success width k*")
     axes[0].set_title(f"Threshold at fixed d = {P.kn_input_dim}")
     axes[0].set_ylim(0, 2.5 * np.nanmax([np.nanmax(found[a].kn_star) if np.isfinite(found[a].kn_star).any() else 1
@@ -110,8 +111,9 @@ def thresholds(P, found):
     axes[1].plot(n_sl, 5.0 * n_sl / n_sl[0], "k--", label="theorems: ∝ n (shape only)")
     axes[1].set_xlabel("n"); axes[1].set_ylabel("50% success width k*")
     axes[1].set_title("Threshold along d = n/5")
-    for ax in axes:
-        ax.legend(fontsize=7, loc="upper left")
+    for ax in axes:  # below the axes, where no point lies
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    fig.tight_layout()
     return fig
 
 
