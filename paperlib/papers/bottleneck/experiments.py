@@ -289,6 +289,9 @@ def sweep_summary(P, sweep) -> SimpleNamespace:
     pairs_same = [(a, b) for i, a in enumerate(rank_k) for b in rank_k[i + 1:] if a["seed"] == b["seed"]]
     out.pairs_same = pairs_same
     out.same_function = max((float((a["pred"] - b["pred"]).norm() / b["pred"].norm()) for a, b in pairs_same), default=math.nan)
+    # what the two fits alone allow, by the triangle inequality through the test targets: ‖f_a − Y‖ + ‖f_b − Y‖
+    out.same_function_from_fits = max((float((math.sqrt(a["test_mse"]) + math.sqrt(b["test_mse"])) * math.sqrt(b["pred"].numel())
+                                             / b["pred"].norm()) for a, b in pairs_same), default=math.nan)
     return out
 
 
