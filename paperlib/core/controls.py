@@ -40,7 +40,7 @@ def coverage_markdown(paper: str, claims: list[dict], declared: dict) -> str:
         return ""
     uncovered = [claim_id for claim_id in predictions if family(claim_id, declared) not in covered]
     names = ", ".join(f"`{c['name']}`" for c in controls) or "none"
-    text = (f"**Controls.** {len(predictions) - len(uncovered)} of the {len(predictions)} predictions belong to a claim "
+    text = (f"**Control coverage.** {len(predictions) - len(uncovered)} of the {len(predictions)} predictions belong to a claim "
             f"that a control flips (`controls.yaml`: {names}; CI runs each at `smoke`).")
     if uncovered:
         text += (" No control flips these yet (some are themselves a setting predicted to fail): "

@@ -17,7 +17,7 @@ def test_a_control_on_one_member_at_smoke_covers_the_family_at_every_preset(monk
     claims = [{"id": "fig2-contour-softplus-n100", "kind": "prediction"}, {"id": "plain-claim", "kind": "prediction"},
               {"id": "other", "kind": "consistency"}]
     text = controls.coverage_markdown("any", claims, DECLARED)
-    assert text.startswith("**Controls.** 1 of the 2 predictions")
+    assert text.startswith("**Control coverage.** 1 of the 2 predictions")
     assert "`plain-claim`" in text and "`other`" not in text and "`large-step`" in text
 
 
