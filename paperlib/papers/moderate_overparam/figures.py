@@ -48,7 +48,7 @@ def separation(found):
 
 def lazy_residuals(P, lazy):
     """Relative residual at the widest lazy width against the linearized rate and the theorem's bound."""
-    fig, axes = plt.subplots(1, len(P.activations), figsize=(6.2 * len(P.activations), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(P.activations), figsize=(6.2 * len(P.activations), 5.0), squeeze=False)
     for ax, name in zip(axes[0], P.activations):
         k = max(P.lazy_widths)
         rs = ex.select(lazy, name, k=k)
@@ -61,6 +61,8 @@ def lazy_residuals(P, lazy):
                                            bound_label="theorem's bound")
         ax.set_xlabel("iteration τ"); ax.set_ylabel("relative residual")
         ax.set_title(f"{name}, k = {k}, n = {P.lazy_num_samples}, d = {P.lazy_input_dim}")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below: no point lies there
+    fig.tight_layout()
     return fig
 
 
@@ -97,29 +99,32 @@ def thresholds(P, found):
             shown = np.isfinite(low)
             ax.vlines(np.array(ns)[shown] + offset, low[shown], np.minimum(high, max(widths))[shown], color=color,
                       linewidth=3, alpha=0.35, label=f"95% bootstrap interval, {name} (capped at the largest k)")
-    axes[0].plot(n_line, n_line / P.kn_input_dim, "k-", label="conjecture: kd = n")
+    axes[0].plot(n_line, n_line / P.kn_input_dim, "k-", label="left: conjecture kd = n")
     first = [found[a].kn_star[0] for a in names]
     ref = np.nanmean(first) if np.isfinite(first).any() else 1.0
-    axes[0].plot(n_line, ref * (n_line / n_line[0]) ** 2, "k--", label="theorems (smooth): ∝ n² (shape only)")
-    axes[0].plot(n_line, ref * (n_line / n_line[0]) ** 4, "k:", label="theorems (ReLU): ∝ n⁴ (shape only)")
+    axes[0].plot(n_line, ref * (n_line / n_line[0]) ** 2, "k--", label="left: theorems (smooth) ∝ n² (shape only)")
+    axes[0].plot(n_line, ref * (n_line / n_line[0]) ** 4, "k:", label="left: theorems (ReLU) ∝ n⁴ (shape only)")
     axes[0].set_xlabel("n"); axes[0].set_ylabel("50% success width k*")
     axes[0].set_title(f"Threshold at fixed d = {P.kn_input_dim}")
     axes[0].set_ylim(0, 2.5 * np.nanmax([np.nanmax(found[a].kn_star) if np.isfinite(found[a].kn_star).any() else 1
                                          for a in names]))
     n_sl = np.array(P.slice_num_samples, dtype=float)
-    axes[1].plot(n_sl, np.full_like(n_sl, 5.0), "k-", label="conjecture: kd = n → k = 5")
-    axes[1].plot(n_sl, 5.0 * n_sl / n_sl[0], "k--", label="theorems: ∝ n (shape only)")
+    axes[1].plot(n_sl, np.full_like(n_sl, 5.0), "k-", label="right: conjecture kd = n → k = 5")
+    axes[1].plot(n_sl, 5.0 * n_sl / n_sl[0], "k--", label="right: theorems ∝ n (shape only)")
     axes[1].set_xlabel("n"); axes[1].set_ylabel("50% success width k*")
     axes[1].set_title("Threshold along d = n/5")
-    for ax in axes:  # below the axes, where no point lies
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
-    fig.tight_layout()
+    handles = {}
+    for ax in axes:  # one legend below both panels, where no point lies
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.tight_layout(rect=(0, 0.15, 1, 1))
+    fig.legend(handles.values(), handles.keys(), fontsize=7, loc="lower center", ncol=3, frameon=False)
     return fig
 
 
 def random_features(P, rf):
     """Relative residual of least squares over v, and λmin(ΦΦᵀ) against k λ̃."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8))
     n = P.rf_num_samples
     for (name, found), color in zip(rf.items(), plotting.PALETTE):
         k_arr = np.array([r[0] for r in found.rows])
@@ -132,22 +137,27 @@ def random_features(P, rf):
     axes[0].set_title(f"Random features: interpolation needs k ≥ n = {n} (d = {P.rf_input_dim})")
     axes[1].set_xlabel("width k"); axes[1].set_ylabel("minimum eigenvalue")
     axes[1].set_title("λmin(ΦΦᵀ) against its prediction k λ̃")
-    for ax in axes:
-        ax.legend()
+    for ax in axes:  # below the axes, where no point lies
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
+    fig.tight_layout()
     return fig
 
 
 def sgd(P, run):
     """Mean squared residual of SGD at the theorem's step against (2.10), and at GD's step against GD's
     linearized rate per epoch."""
-    fig, ax = plt.subplots(figsize=(6.4, 4))
+    fig, ax = plt.subplots(figsize=(6.4, 5))
     epochs = run.taus / P.sgd_num_samples
-    ax.semilogy(epochs, run.sq / run.sq[0], label="SGD, theorem's step: mean ‖r‖²/‖r₀‖²")
+    ax.semilogy(epochs, run.sq / run.sq[0], linewidth=3, alpha=0.6,
+                label="SGD, theorem's step: mean ‖r‖²/‖r₀‖² (wide line)")
     ax.semilogy(epochs, run.rho_thm ** run.taus, "k--", label="Thm 2.6 bound (2.10)")
     plotting.prediction_vs_measurement(ax, epochs, run.fast / run.fast[:, :1], (1 - run.step_gd * run.ntk_min) ** (2 * epochs),
                                        label="SGD, GD step: ‖r‖²/‖r₀‖²", prediction_label="GD linearized (per epoch)",
                                        color=plotting.PALETTE[1], logy=True)
     ax.set_xlabel("epoch (n SGD steps)"); ax.set_ylabel("relative squared residual")
-    ax.set_ylim(1e-12, 2)
+    lowest = float(np.nanmin(run.fast / run.fast[:, :1]))
+    ax.set_ylim(max(lowest / 10, 1e-16), 2)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)  # below: no point lies there
+    fig.tight_layout()
     ax.set_title(f"SGD, softplus, n = {P.sgd_num_samples}, d = {P.sgd_input_dim}, k = {P.sgd_width}")
     return fig
