@@ -99,8 +99,12 @@ def cmd_book(args) -> int:
 
 
 def cmd_reference(args) -> int:
+    import os
     from paperlib.core.book import REFERENCE_DIR
     from paperlib.core.runner import run_notebook
+    # references are made at one thread, whatever the shell says: tests/notebooks/test_threads.py compares a
+    # two-thread run with them, and a reference made at two threads would make that test compare nothing
+    os.environ["OMP_NUM_THREADS"] = "1"
     for paper in args.notebooks or P.available_papers():
         # the ledger stays beside the notebook: tests compare every verdict with it
         notebook, ledger = run_notebook(paper, "smoke", {}, REFERENCE_DIR)
