@@ -487,9 +487,10 @@ def test_networks_of_several_depths_train_together_exactly_as_alone():
     every weight, loss and MSE is bit-for-bit what training each depth alone gives."""
     X = torch.randn(48, 6, generator=generator(0, "x"))
     Y = torch.randn(48, 5, generator=generator(0, "y"))
-    inits = [df.init_params([6] + [12] * (depth - 1) + [5], [3, 4]) for depth in (2, 3, 6)]
+    # two groups of the same depth with different weight decays, as the λ sweep trains every λ at every depth
+    inits = [df.init_params([6] + [12] * (depth - 1) + [5], [3, 4]) for depth in (2, 3, 6, 3)]
     kw = dict(steps=120, lr=3e-3, log_every=40)
-    lams = [1e-3, 1e-2, 3e-3]  # one weight decay per group, as the lambda sweep uses it
+    lams = [1e-3, 1e-2, 3e-3, 3e-2]  # one weight decay per group, as the lambda sweep uses it
     together = df.train_adam_depths(inits, X, Y, weight_decay=lams, **kw)
     for fit, layers, lam in zip(together, inits, lams):
         alone = df.train_adam(layers, X, Y, weight_decay=lam, **kw)
