@@ -26,7 +26,7 @@ def summary(P, sweep, found, profiles, sym):
     for i, rk in enumerate(ranks_seen):
         sel = [r for r in runs if r["rank"] == rk]
         ax.scatter([r["depth"] for r in sel], [r["weight_norm"] for r in sel], color=cmap(i), label=f"rank {rk}",
-                   marker="o", s=[30 if r["train_mse"] / y_var < ex.FIT_TOL else 60 for r in sel])
+                   marker="o", s=[30 if r["train_mse"] / y_var < ex.RANK_K_MAX_MSE else 60 for r in sel])
     if not math.isnan(found.fit_slope):
         grid = np.array([min(P.depths), max(P.depths)])
         ax.plot(grid, k_star * grid + (found.fit_intercept + (found.fit_slope - k_star)
@@ -34,7 +34,7 @@ def summary(P, sweep, found, profiles, sym):
                 "k--", lw=1, label=f"slope k* = {k_star} (prediction)")
         lower = max(r["bounds"].max_two_log_pdet[k_star] for r in rank_k)
         ax.plot(grid, k_star * grid + lower, ":", color="0.4", label="k*L + max 2 log|Jf|₊ (Thm 3 lower bound)")
-    ax.scatter([], [], s=60, facecolor="none", edgecolor="0.3", label=f"large marker: did not fit (MSE ≥ {ex.FIT_TOL:.0%} Var y)")
+    ax.scatter([], [], s=60, facecolor="none", edgecolor="0.3", label=f"large marker: MSE ≥ {ex.RANK_K_MAX_MSE:.0%} Var y (no rank-k* run)")
     ax.set_xlabel("depth L"); ax.set_ylabel("Σ‖W_l‖² (parameter norm)"); ax.set_title("(a) Figure 1(a): norm against depth")
     ax.legend(fontsize=7)
 
