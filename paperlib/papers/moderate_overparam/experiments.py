@@ -359,6 +359,13 @@ def contour_crossings(P, result, n) -> dict:
     return crossings
 
 
+def failed_with_enough_parameters(P, result, i, n) -> np.ndarray:
+    """Per (k, trial) at the ``i``-th input dimension of the phase diagram: the runs that failed although the
+    parameter count suffices (k_eff d >= n, k_eff = 2 floor(k/2))."""
+    d = P.phase_input_dims[i]
+    return (2 * (np.array(P.phase_widths) // 2) * d >= n)[:, None] & (result["success"][i] == 0)
+
+
 def contour_diagnosis(P, result, name, n, crossings) -> str:
     """For each d whose 50% crossing lies outside kd/n in [1, 3]: how far the k grid reaches, the success
     rate at the widest k, and how the runs with enough parameters (k_eff d >= n) failed: diverged, or
@@ -369,8 +376,7 @@ def contour_diagnosis(P, result, name, n, crossings) -> str:
     for i, d in enumerate(ds):
         if int(d) not in crossings or 1.0 <= crossings[int(d)] <= 3.0:
             continue
-        enough = (2 * (ks // 2) * d >= n)[:, None] & np.ones(result["success"].shape[1:], dtype=bool)
-        failed = enough & (result["success"][i] == 0)
+        failed = failed_with_enough_parameters(P, result, i, n)
         stalled = failed & ~result["diverged"][i].astype(bool)
         text = (f"d={d} (n {'>' if n > d * (d + 1) / 2 else '<='} d(d+1)/2; the grid reaches kd/n = "
                 f"{ks.max() * d / n:.2f}): success {result['success'][i, -1].mean():.2f} at k={ks.max()}; "
@@ -389,7 +395,7 @@ def failure_reason(P, result, name, n, d, kernel_iterations) -> str:
     (ReLU, in at least half of them), or neither."""
     i = list(P.phase_input_dims).index(d)
     ks = np.array(P.phase_widths)
-    failed = (2 * (ks // 2) * d >= n)[:, None] & (result["success"][i] == 0)
+    failed = failed_with_enough_parameters(P, result, i, n)
     if kernel_iterations > P.max_steps:
         return "a small λ(X): the infinitely wide network itself would need more than the budget"
     if name == "relu" and failed.any() and (failed & (result["dead_points"][i] > 0)).sum() >= failed.sum() / 2:
