@@ -1,6 +1,9 @@
 """The controls of a chapter (``notebooks/presets/<paper>/controls.yaml``): settings where the paper's own
 argument says a claim should fail. CI runs each at ``smoke`` and asserts that its ``flips`` come out
-``not reproduced``. This module tells a reader which predictions a control covers and which none does."""
+``not reproduced``. A control may also list under ``held`` (claim id: why) the claims it was predicted to
+break, before it was first run, that still did not come out ``not reproduced``: CI asserts that they still
+do not (a change that makes one flip must move it to ``flips``), and the page names them as weaker evidence.
+This module tells a reader which predictions a control covers, which held against one, and which none covers."""
 
 from __future__ import annotations
 
@@ -38,11 +41,22 @@ def coverage_markdown(paper: str, claims: list[dict], declared: dict) -> str:
     predictions = [c["id"] for c in claims if c["kind"] == PREDICTION]
     if not predictions:
         return ""
+    held = {}
+    for control in controls:
+        for claim_id in control.get("held", {}):
+            held.setdefault(family(claim_id, declared), []).append(control["name"])
     uncovered = [claim_id for claim_id in predictions if family(claim_id, declared) not in covered]
+    held_against = [claim_id for claim_id in uncovered if family(claim_id, declared) in held]
     names = ", ".join(f"`{c['name']}`" for c in controls) or "none"
     text = (f"**Control coverage.** {len(predictions) - len(uncovered)} of the {len(predictions)} predictions belong to a claim "
             f"that a control flips (`controls.yaml`: {names}; CI runs each at `smoke`).")
-    if uncovered:
+    if held_against:
+        text += (" These held at `smoke` under a control that the paper's argument says should break them, so they are "
+                 "weaker evidence than their verdict suggests (the reasons are in `controls.yaml`): "
+                 + ", ".join(f"`{c}` (under {', '.join(f'`{n}`' for n in held[family(c, declared)])})"
+                             for c in held_against) + ".")
+    others = [claim_id for claim_id in uncovered if claim_id not in held_against]
+    if others:
         text += (" No control flips these yet (some are themselves a setting predicted to fail): "
-                 + ", ".join(f"`{c}`" for c in uncovered) + ".")
+                 + ", ".join(f"`{c}`" for c in others) + ".")
     return text
