@@ -41,19 +41,19 @@ def coverage_markdown(paper: str, claims: list[dict], declared: dict) -> str:
     predictions = [c["id"] for c in claims if c["kind"] == PREDICTION]
     if not predictions:
         return ""
-    held = {}
+    held = {}  # by exact id: a claim that held says nothing about its family's other members
     for control in controls:
         for claim_id in control.get("held", {}):
-            held.setdefault(family(claim_id, declared), []).append(control["name"])
+            held.setdefault(claim_id, []).append(control["name"])
     uncovered = [claim_id for claim_id in predictions if family(claim_id, declared) not in covered]
-    held_against = [claim_id for claim_id in uncovered if family(claim_id, declared) in held]
+    held_against = [claim_id for claim_id in uncovered if claim_id in held]
     names = ", ".join(f"`{c['name']}`" for c in controls) or "none"
     text = (f"**Control coverage.** {len(predictions) - len(uncovered)} of the {len(predictions)} predictions belong to a claim "
             f"that a control flips (`controls.yaml`: {names}; CI runs each at `smoke`).")
     if held_against:
         text += (" These held at `smoke` under a control that the paper's argument says should break them, so they are "
                  "weaker evidence than their verdict suggests (the reasons are in `controls.yaml`): "
-                 + ", ".join(f"`{c}` (under {', '.join(f'`{n}`' for n in held[family(c, declared)])})"
+                 + ", ".join(f"`{c}` (under {', '.join(f'`{n}`' for n in held[c])})"
                              for c in held_against) + ".")
     others = [claim_id for claim_id in uncovered if claim_id not in held_against]
     if others:

@@ -16,7 +16,8 @@ def test_every_chapter_has_a_control(paper):
     entries = controls(paper)
     assert entries, f"notebooks/presets/{paper}/controls.yaml is missing or empty"
     for entry in entries:
-        assert {"name", "why", "parameters", "flips"} <= set(entry) and entry["flips"], entry
+        # a control whose every predicted flip held still tests something: that they keep holding
+        assert {"name", "why", "parameters", "flips"} <= set(entry) and (entry["flips"] or entry.get("held")), entry
         assert set(entry) <= {"name", "why", "parameters", "flips", "held"}, entry
         held = entry.get("held", {})
         assert isinstance(held, dict) and all(isinstance(why, str) and why for why in held.values()), entry
