@@ -142,7 +142,7 @@ def convex_facts(P, m=5, n=20, width=40, rank=8, lam1=3e-3, lam2=1e-3, gd_weight
     reparametrisation, the sign-ambiguity Monte Carlo and the ground-truth construction."""
     gen = generator(P.seed, "convex")
     d_in = input_dim(P)
-    fam = mf.manifold_family("mix", P.ambient_dim, P.latent_dim, gen)
+    fam = mf.manifold_family("mix", P.ambient_dim, P.latent_dim, gen, theta_shift=P.theta_shift)
     X, labels = fam.sample(mf.latents(m, P.latent_dim, gen), n, P.theta_scale, gen)
     Z = mf.features(mf.random_layer(d_in, width, gen), mf.with_bias(X))
     objective = lambda W: mf.weighted_loss(Z @ W.T, labels)
@@ -231,7 +231,7 @@ class Tracks:
 
     def family(self, kind, seed_label):
         gen = generator(self.P.seed, "family", kind, seed_label)
-        return mf.manifold_family(kind, self.P.ambient_dim, self.P.latent_dim, gen), gen
+        return mf.manifold_family(kind, self.P.ambient_dim, self.P.latent_dim, gen, theta_shift=self.P.theta_shift), gen
 
     def labels(self, labels, num_classes, *label):
         """The labels, or (control `random_labels`) labels drawn uniformly, independently of the manifold."""

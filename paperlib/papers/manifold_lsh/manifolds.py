@@ -46,6 +46,7 @@ class ManifoldFamily:
     kind: str
     V: torch.Tensor  # (n_terms, d, k)
     W: torch.Tensor  # (n_terms, d, k)
+    theta_shift: float = 0.0  # control: the mean of every coordinate of theta (the paper's is 0)
 
     @property
     def latent_dim(self) -> int:
@@ -63,18 +64,20 @@ class ManifoldFamily:
         """``per_manifold`` points of each manifold gamma (rows of ``gammas``): X (m n, d), labels (m n,)."""
         m, k = gammas.shape
         theta = torch.randn(m, per_manifold, k, generator=generator, dtype=torch.float64) * theta_scale / math.sqrt(k)
+        if self.theta_shift:  # control: theta no longer symmetric, so M(gamma) and M(-gamma) differ for even maps
+            theta = theta + self.theta_shift
         X = self.embed(gammas[:, None, :].expand(m, per_manifold, k), theta)
         return X.reshape(m * per_manifold, -1), torch.arange(m).repeat_interleave(per_manifold)
 
 
 def manifold_family(kind: str, ambient_dim: int, latent_dim: int, generator: torch.Generator,
-                    n_terms: int = 4) -> ManifoldFamily:
+                    n_terms: int = 4, theta_shift: float = 0.0) -> ManifoldFamily:
     if kind not in GENERATORS:
         raise ValueError(f"unknown generator {kind!r}; choose from {GENERATORS}")
     shape = (n_terms, ambient_dim, latent_dim)
     V = torch.randn(*shape, generator=generator, dtype=torch.float64) / math.sqrt(ambient_dim)
     W = torch.randn(*shape, generator=generator, dtype=torch.float64) / math.sqrt(ambient_dim)
-    return ManifoldFamily(kind, V, W)
+    return ManifoldFamily(kind, V, W, theta_shift)
 
 
 def latents(num: int, latent_dim: int, generator: torch.Generator) -> torch.Tensor:

@@ -115,6 +115,10 @@ def spectra(P) -> SimpleNamespace:
     rows = []
     for d in P.kernel_input_dims:
         X, _ = sphere_data(P, n, d, "spectrum", d)
+        if 0 < P.kernel_data_rank < d:  # control: uniform on the sphere of the first kernel_data_rank coordinates
+            X = X.clone()
+            X[:, P.kernel_data_rank:] = 0
+            X = X / X.norm(dim=1, keepdim=True)
         G = X @ X.T
         kr2 = linalg.khatri_rao_min_sq_singular(X, 2)
         row = {"d": d, "ratio": n / (d * (d + 1) / 2), "kr2": kr2, "data_norm_sq": linalg.spectral_norm(X) ** 2}
