@@ -200,11 +200,13 @@ def ground_truth(P, gen: torch.Generator, out: SimpleNamespace, eps: float = 0.1
 
 
 def lambda_limit(P, facts: SimpleNamespace) -> list:
-    """C16: on the instance of :func:`convex_facts` with D = 4 m n >= N random features, the convex
+    """C16: on the instance of :func:`convex_facts` with D = ``limit_width_ratio`` m n random features (4 in
+    every preset, so D >= N as Theorem 8 needs; the control sets D < N), the convex
     solution at each λ of ``LIMIT_WEIGHT_DECAYS`` (FISTA): rows (λ, V_mn / E‖r‖², rank of W), r = B z
     with the balanced B = S^(1/2) Vᵀ."""
     gen = generator(P.seed, "lambda-limit")
-    Z = mf.features(mf.random_layer(input_dim(P), 4 * facts.m * facts.n, gen), mf.with_bias(facts.X))
+    width = max(1, round(P.limit_width_ratio * facts.m * facts.n))
+    Z = mf.features(mf.random_layer(input_dim(P), width, gen), mf.with_bias(facts.X))
     lipschitz = float(torch.linalg.matrix_norm(Z, ord=2)) ** 2 / Z.shape[0] * 1.01
     objective = lambda W: mf.weighted_loss(Z @ W.T, facts.labels)
     rows = []

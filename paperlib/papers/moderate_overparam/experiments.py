@@ -55,6 +55,17 @@ def sphere_data(P, n, d, *labels):
     return data.sphere_points(n, d, gen), data.gaussian_labels(n, gen)
 
 
+def on_subspace(X, rank):
+    """Control (non-generic data): the rows of X, uniform on the sphere, moved onto the unit sphere of
+    the first ``rank`` coordinates; 0 or rank >= d leaves X as it is (the paper's model). The same
+    draws are used either way, so the control changes nothing but the geometry."""
+    if not 0 < rank < X.shape[1]:
+        return X
+    X = X.clone()
+    X[:, rank:] = 0
+    return X / X.norm(dim=1, keepdim=True)
+
+
 # ------------------------------------------------------------------ §1–4 constants, kernels, spectra
 
 
@@ -115,10 +126,7 @@ def spectra(P) -> SimpleNamespace:
     rows = []
     for d in P.kernel_input_dims:
         X, _ = sphere_data(P, n, d, "spectrum", d)
-        if 0 < P.kernel_data_rank < d:  # control: uniform on the sphere of the first kernel_data_rank coordinates
-            X = X.clone()
-            X[:, P.kernel_data_rank:] = 0
-            X = X / X.norm(dim=1, keepdim=True)
+        X = on_subspace(X, P.kernel_data_rank)
         G = X @ X.T
         kr2 = linalg.khatri_rao_min_sq_singular(X, 2)
         row = {"d": d, "ratio": n / (d * (d + 1) / 2), "kr2": kr2, "data_norm_sq": linalg.spectral_norm(X) ** 2}
@@ -321,6 +329,7 @@ def trend(P) -> list:
     points = []
     for d in P.trend_input_dims:
         X, y = sphere_data(P, n, d, "trend", d)
+        X = on_subspace(X, P.trend_data_rank)
         step = overparam.theorem_step("relu", n, float(y.norm()), linalg.spectral_norm(X), P.eta_bar)
         W0 = initial_weights(k, d, generator(P.seed, "init", "trend", d))
         v = output_weights(k, float(y.norm()), n)
