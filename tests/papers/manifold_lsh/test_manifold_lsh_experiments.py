@@ -29,7 +29,7 @@ def test_random_labels_control_draws_labels_independent_of_the_manifold():
 
 
 def test_lambda_limit_depends_only_on_the_seed():
-    P = SimpleNamespace(seed=4, ambient_dim=16, latent_dim=3, theta_scale=1.0, fista_steps=200)
+    P = SimpleNamespace(seed=4, ambient_dim=16, latent_dim=3, theta_scale=1.0, fista_steps=200, limit_width_ratio=4.0)
     facts = SimpleNamespace(m=3, n=5, labels=torch.arange(3).repeat_interleave(5),
                             X=torch.randn(15, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
     first, again = ex.lambda_limit(P, facts), ex.lambda_limit(P, facts)
