@@ -35,7 +35,8 @@ def family(claim_id: str, declared: dict) -> str:
 
 
 def coverage_markdown(paper: str, claims: list[dict], declared: dict) -> str:
-    """One paragraph: how many of the run's predictions a control flips, and which it leaves uncovered."""
+    """Markdown: how many of the run's predictions a control flips, which it leaves uncovered, and (a list, with
+    the reasons) which held against a control predicted to break them."""
     controls = load(paper)
     covered = {family(flip, declared) for control in controls for flip in control.get("flips", [])}
     predictions = [c["id"] for c in claims if c["kind"] == PREDICTION]
@@ -43,20 +44,19 @@ def coverage_markdown(paper: str, claims: list[dict], declared: dict) -> str:
         return ""
     held = {}  # by exact id: a claim that held says nothing about its family's other members
     for control in controls:
-        for claim_id in control.get("held", {}):
-            held.setdefault(claim_id, []).append(control["name"])
+        for claim_id, why in control.get("held", {}).items():
+            held.setdefault(claim_id, []).append((control["name"], why))
     uncovered = [claim_id for claim_id in predictions if family(claim_id, declared) not in covered]
     held_against = [claim_id for claim_id in uncovered if claim_id in held]
+    others = [claim_id for claim_id in uncovered if claim_id not in held]
     names = ", ".join(f"`{c['name']}`" for c in controls) or "none"
     text = (f"**Control coverage.** {len(predictions) - len(uncovered)} of the {len(predictions)} predictions belong to a claim "
             f"that a control flips (`controls.yaml`: {names}; CI runs each at `smoke`).")
-    if held_against:
-        text += (" These held at `smoke` under a control that the paper's argument says should break them, so they are "
-                 "weaker evidence than their verdict suggests (the reasons are in `controls.yaml`): "
-                 + ", ".join(f"`{c}` (under {', '.join(f'`{n}`' for n in held[c])})"
-                             for c in held_against) + ".")
-    others = [claim_id for claim_id in uncovered if claim_id not in held_against]
     if others:
         text += (" No control flips these yet (some are themselves a setting predicted to fail): "
                  + ", ".join(f"`{c}`" for c in others) + ".")
+    if held_against:
+        text += ("\n\nThese held at `smoke` under a control that the paper's argument says should break them, so they "
+                 "are weaker evidence than their verdict suggests:\n\n"
+                 + "\n".join(f"- `{c}` under `{name}`: {why}" for c in held_against for name, why in held[c]))
     return text
