@@ -339,10 +339,11 @@ def bound_tables_markdown(found: SimpleNamespace) -> str:
 # ------------------------------------------------------------------ §5 one step of GD (App. D)
 
 
-def one_step(P, v_scale=1e-3) -> SimpleNamespace:
-    """One GD step with ησ_v = 1e3 from a tiny balanced output layer (ReLU, linear target): per n of
-    ``secd_num_samples``, the tail s_(2d+1)/s_1 at W1 and the gap s_2d/s_(2d+1) at W0 and W1."""
-    d, k = P.secd_input_dim, P.secd_width
+def one_step(P) -> SimpleNamespace:
+    """One GD step with ησ_v = 1e3 from a balanced output layer of scale σ_v = ``secd_v_scale`` (tiny in every
+    preset; ReLU, linear target): per n of ``secd_num_samples``, the tail s_(2d+1)/s_1 at W1 and the gap
+    s_2d/s_(2d+1) at W0 and W1."""
+    d, k, v_scale = P.secd_input_dim, P.secd_width, P.secd_v_scale
     lr = 1e3 / v_scale  # eta * sigma_v = 1e3 (spec App. Z)
     out = SimpleNamespace(d=d, k=k, v_scale=v_scale, lr=lr, tails=[], gaps_W0=[], gaps_W1=[])
     for n in P.secd_num_samples:

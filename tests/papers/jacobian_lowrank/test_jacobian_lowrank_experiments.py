@@ -17,7 +17,7 @@ def test_cut_sensitivity_names_the_claims_whose_outcome_changes_with_r():
 
 
 def test_one_step_spectra_depend_only_on_the_seed():
-    P = SimpleNamespace(seed=3, secd_input_dim=2, secd_width=40, secd_num_samples=[60, 120])
+    P = SimpleNamespace(seed=3, secd_input_dim=2, secd_width=40, secd_num_samples=[60, 120], secd_v_scale=1e-3)
     first, again = ex.one_step(P), ex.one_step(P)
     assert first.tails == again.tails and first.gaps_W1 == again.gaps_W1
     assert all(0 < t <= 1 for t in first.tails)

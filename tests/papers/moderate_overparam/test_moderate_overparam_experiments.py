@@ -67,12 +67,11 @@ def test_the_sgd_section_batched_as_on_a_gpu_gives_the_runs_one_at_a_time():
 
 def test_on_subspace_puts_the_points_on_an_r_sphere_and_leaves_the_papers_model_alone():
     import torch
-    from paperlib.papers.moderate_overparam.experiments import on_subspace
     X = torch.nn.functional.normalize(torch.randn(30, 8, generator=torch.Generator().manual_seed(0),
                                                   dtype=torch.float64), dim=1)
     for rank in (0, 8, 9):  # 0 and rank >= d: the paper's model, the same tensor
-        assert on_subspace(X, rank) is X
-    Y = on_subspace(X, 3)
+        assert ex.on_subspace(X, rank) is X
+    Y = ex.on_subspace(X, 3)
     assert torch.all(Y[:, 3:] == 0)
     # unit rows up to the roundings of a norm of d = 8 terms and a division
     assert torch.allclose(Y.norm(dim=1), torch.ones(30, dtype=torch.float64), rtol=0, atol=rounding(1.0, terms=8))
