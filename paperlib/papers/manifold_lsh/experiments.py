@@ -7,7 +7,8 @@ numbers do not depend on which other sections ran.
 * :func:`convex_facts` and :func:`lambda_limit`: the exact facts behind the theorems (C5, C6, C10,
   C15, C16) on one small instance;
 * :class:`Tracks`: the theory network and the paper's MLP trained on one generator, evaluated
-  (Table 1; the theory track's runs are cached by their settings, since the sweeps revisit them);
+  (Table 1, at ``table1_seeds`` independent draws; the theory track's runs are cached by their settings,
+  since the sweeps revisit them);
 * :func:`identities`: C7–C9, C13, C14 on the trained theory model;
 * :func:`linear_manifolds`, :func:`collapse_traces`, :func:`real_data`: §4's linear manifolds, the
   paper track over longer training under two readings of the loss, and the offline digits.
@@ -226,8 +227,9 @@ def lambda_limit(P, facts: SimpleNamespace) -> list:
 
 class Tracks:
     """The two tracks on the synthetic families. ``theory(kind, ...)`` trains the theory network
-    (fixed random layer, trained A, B, objective (6)) once per distinct setting; ``paper(kind)``
-    trains the MLP. Both return a dict of metrics: accuracies, ``DistanceStats`` of the raw input and
+    (fixed random layer, trained A, B, objective (6)) once per distinct setting; ``paper(kind, seed_label)``
+    trains the MLP. ``seed_label`` picks an independent draw of the family, its samples and the network's
+    random weights (Table 1 shows ``table1_seeds`` of them). Both return a dict of metrics: accuracies, ``DistanceStats`` of the raw input and
     of the representation on train, test and unseen (transfer) manifolds, and γ's recovery distance."""
 
     def __init__(self, P, device):
@@ -277,33 +279,49 @@ class Tracks:
         return self.evaluate(fam, gen, rep, (R_tr @ A_dev.T).cpu(), lab, (R_te @ A_dev.T).cpu(), labt, R_tr.cpu(),
                              R_te.cpu(), Xt, theta_scale, extra=dict(A=A, B=B, C=C, Z=Z.cpu(), Zt=Zt.cpu(), lab=lab, labt=labt))
 
-    def paper(self, kind):
-        """The paper-track MLP on family ``kind``. The first call trains the MLPs of every family in
-        ``generators`` together (:func:`manifolds.train_mlps`, one batched program, each run with its own
-        stream), so that a GPU runs one network's launches per step instead of one per family."""
-        if ("paper", kind) not in self.runs:
-            self._train_papers(list(dict.fromkeys([*self.P.generators, kind])))
-        return self.runs["paper", kind]
+    def paper(self, kind, seed_label=0):
+        """The paper-track MLP on family ``kind``, draw ``seed_label``. The first call trains the MLPs of every
+        family in ``generators`` at every draw of Table 1 (seed labels below ``table1_seeds``) together
+        (:func:`manifolds.train_mlps`, one batched program, each run with its own stream), so that a GPU runs
+        one network's launches per step instead of one per run."""
+        if self.paper_key(kind, seed_label) not in self.runs:
+            kinds = dict.fromkeys([*self.P.generators, kind])
+            pairs = [(k, s) for s in range(max(self.P.table1_seeds, seed_label + 1)) for k in kinds]
+            self._train_papers([pair for pair in pairs if self.paper_key(*pair) not in self.runs])
+        return self.runs[self.paper_key(kind, seed_label)]
 
-    def _train_papers(self, kinds):
+    @staticmethod
+    def paper_key(kind, seed_label):
+        """Draw 0 keeps the key it had before Table 1 had several draws."""
+        return ("paper", kind) if seed_label == 0 else ("paper", kind, seed_label)
+
+    def _train_papers(self, pairs):
+        """Train and evaluate the paper-track MLPs of ``pairs`` (family, seed label) in one batched call. On the
+        CPU each run is bit for bit the one trained alone, so draw 0 does not move when more draws join it."""
         P, drawn = self.P, []
-        for kind in kinds:
-            fam, gen = self.family(kind, 0)
+        for kind, seed_label in pairs:
+            fam, gen = self.family(kind, seed_label)
             gam = mf.latents(P.num_manifolds, P.latent_dim, gen)
             X, lab = fam.sample(gam, P.mlp_samples_per_manifold, P.theta_scale, gen)
             Xt, labt = fam.sample(gam, P.test_per_manifold, P.theta_scale, gen)
-            lab = self.labels(lab, P.num_manifolds, "paper", kind, 0, "train")
-            labt = self.labels(labt, P.num_manifolds, "paper", kind, 0, "test")
+            lab = self.labels(lab, P.num_manifolds, "paper", kind, seed_label, "train")
+            labt = self.labels(labt, P.num_manifolds, "paper", kind, seed_label, "test")
             drawn.append((fam, gen, X, lab, Xt, labt, X.mean(0), X.std(0)))
         models = mf.train_mlps([((X - mean) / std, lab) for _, _, X, lab, _, _, mean, std in drawn], P.num_manifolds,
                                P.mlp_width, epochs=P.mlp_epochs, batch_size=32, lr=P.mlp_lr,
                                weight_decay=P.weight_decay, generators=[d[1] for d in drawn], device=self.device)
-        for kind, (fam, gen, X, lab, Xt, labt, mean, std), model in zip(kinds, drawn, models):
+        for pair, (fam, gen, X, lab, Xt, labt, mean, std), model in zip(pairs, drawn, models):
             norm = lambda Xin, mean=mean, std=std: (Xin - mean) / std
             rep = lambda Xin, model=model, norm=norm: mf.mlp_representation(model, norm(Xin))
             (out_tr, R_tr), (out_te, R_te) = mf.mlp_outputs(model, norm(X)), mf.mlp_outputs(model, norm(Xt))
-            self.runs["paper", kind] = self.evaluate(fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt,
-                                                     P.theta_scale, raw=norm(Xt))
+            self.runs[self.paper_key(*pair)] = self.evaluate(fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt,
+                                                             P.theta_scale, raw=norm(Xt))
+
+    def draws(self, kind, track):
+        """Table 1's ``table1_seeds`` independent draws of generator ``kind`` on ``track``, draw 0 first (the
+        one the claims judge); the theory runs are cached, so the mix draws are also the sweeps' ``mix_seeds``."""
+        run = self.theory if track == "theory" else self.paper
+        return [run(kind, seed_label=s) for s in range(self.P.table1_seeds)]
 
     def evaluate(self, fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt, theta_scale, raw=None, extra=None):
         P = self.P
@@ -328,18 +346,46 @@ class Tracks:
         return result
 
 
-def table1_markdown(table: dict) -> str:
-    """Our Table 1 beside the paper's values (in parentheses)."""
-    rows = []
-    for (kind, track), r in table.items():
-        pv = PAPER_TABLE[kind]
-        rows.append(f"| {kind} | {track} | {r['acc_test']:.3f} | {r['raw'].rho:.2f} | {r['train'].rho:.2f} ({pv[0]}) | "
-                    f"{r['test'].rho:.2f} ({pv[1]}) | {r['transfer'].rho:.2f} ({pv[2]}) | {r['test'].rho_squared:.1f} | "
-                    f"{r['recovery']:.3f} ({pv[3]}) |")
+#: Table 1's columns after generator and track: (heading, metric of a run, format, index in PAPER_TABLE or None)
+TABLE1_COLUMNS = (("test acc", lambda r: r["acc_test"], ".3f", None),
+                  ("ρ raw input", lambda r: r["raw"].rho, ".2f", None),
+                  ("ρ train", lambda r: r["train"].rho, ".2f", 0),
+                  ("ρ test", lambda r: r["test"].rho, ".2f", 1),
+                  ("ρ transfer", lambda r: r["transfer"].rho, ".2f", 2),
+                  ("ρ² test", lambda r: r["test"].rho_squared, ".1f", None),
+                  ("γ recovery", lambda r: r["recovery"], ".3f", 3))
+
+
+def table1_cell(runs: list, metric, fmt: str, paper_value=None) -> str:
+    """Draw 0's value, then [min, max] over every draw when there are several, then the paper's value."""
+    values = [metric(r) for r in runs]
+    text = f"{values[0]:{fmt}}"
+    if len(values) > 1:
+        text += f" [{min(values):{fmt}}, {max(values):{fmt}}]"
+    return text + (f" ({paper_value})" if paper_value is not None else "")
+
+
+def table1_markdown(draws: dict) -> str:
+    """Our Table 1 beside the paper's values (in parentheses): ``draws`` maps (generator, track) to the runs of
+    :meth:`Tracks.draws`, draw 0 first; with several draws each cell adds their range in brackets."""
+    rows = [f"| {kind} | {track} | " + " | ".join(
+                table1_cell(runs, metric, fmt, None if col is None else PAPER_TABLE[kind][col])
+                for _, metric, fmt, col in TABLE1_COLUMNS) + " |"
+            for (kind, track), runs in draws.items()]
+    count = len(next(iter(draws.values())))
+    spread = (f". Brackets give the smallest and largest value over {count} independent draws (`table1_seeds`) of "
+              "the manifolds, the random layer or initial weights and the samples; the value before them is draw 0, "
+              "on which the claims are judged." if count > 1 else ":")
     return ("Ours, with the paper's Table 1 value in parentheses (the paper's d, preprocessing and loss are "
-            "unknown, so magnitudes are not comparable; orderings and ratios are):\n\n"
-            "| generator | track | test acc | ρ raw input | ρ train | ρ test | ρ transfer | ρ² test | γ recovery |\n"
-            "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+            "unknown, so magnitudes are not comparable; orderings and ratios are)" + spread + "\n\n"
+            "| generator | track | " + " | ".join(heading for heading, *_ in TABLE1_COLUMNS) + " |\n"
+            "|---|---|" + "---|" * len(TABLE1_COLUMNS) + "\n" + "\n".join(rows))
+
+
+def seed_spread(draws: dict, track: str) -> dict:
+    """Per generator on ``track``: the range of ρ_test over Table 1's draws relative to its mean."""
+    rhos = {kind: [r["test"].rho for r in runs] for (kind, tr), runs in draws.items() if tr == track}
+    return {kind: float(np.ptp(v) / np.mean(v)) for kind, v in rhos.items()}
 
 
 # ------------------------------------------------------------------ identities on the trained model
