@@ -133,9 +133,12 @@ def trained_linear(P) -> SimpleNamespace:
 def random_networks(P) -> SimpleNamespace:
     """``random_nets`` random networks (depth 2–11, widths 4–19, slopes 0, 0.2, −0.5 in turn, random biases) at
     32 inputs each: the slacks of Theorem 3's norm bound and Theorem 6's Horn form, and Proposition 9's ratio
-    per slope (inputs with Jf(x) = 0, where both sides vanish, left out and counted)."""
+    per slope, both the proof's inequality and the statement as printed (an operator norm; inputs with Jf(x) = 0,
+    where both sides vanish, left out and counted)."""
     gen = generator(P.seed, "random-nets")
-    out = SimpleNamespace(norm_slack=[], horn_slack=[], prop9={0.0: [], 0.2: [], -0.5: []}, zero_jacobians=0)
+    out = SimpleNamespace(norm_slack=[], horn_slack=[], prop9={0.0: [], 0.2: [], -0.5: []},
+                          prop9_printed={(a, reading): [] for a in (0.0, 0.2, -0.5) for reading in ("mixed", "diagonal")},
+                          zero_jacobians=0)
     for trial in range(P.random_nets):
         depth = int(torch.randint(2, 12, (1,), generator=gen))
         widths = [int(w) for w in torch.randint(4, 20, (depth + 1,), generator=gen)]
@@ -148,8 +151,27 @@ def random_networks(P) -> SimpleNamespace:
         out.horn_slack.append(min(v for k, v in bounds.horn_slack.items() if bounds.resolved[k]))
         ratios = rc.prop9_ratio(net, X, slope)
         out.zero_jacobians += int(torch.isnan(ratios).sum())
-        out.prop9[slope].append(float(np.nanmin(ratios.numpy())) if not torch.isnan(ratios).all() else math.nan)
+        out.prop9[slope].append(nanmin(ratios))
+        for reading, printed in rc.prop9_operator_ratios(net, X, slope).items():
+            out.prop9_printed[slope, reading].append(nanmin(printed))
     return out
+
+
+def balanced_rank_one(P, depths=(2, 8, 32, 64), s1=2.5) -> SimpleNamespace:
+    """Prop. 9's two operator-norm ratios on the balanced rank-one network (:func:`repcost.balanced_rank_one_network`)
+    at 8 positive inputs per depth, where the derivation gives 1/2 (mixed) and 1 (diagonal): the largest deviation."""
+    error = 0.0
+    for depth in depths:
+        net = rc.balanced_rank_one_network([5] + [6] * (depth - 1) + [3], s1)
+        X = torch.rand(8, 5, generator=generator(P.seed, "balanced", depth), dtype=torch.float64)  # positive: u_0ᵀx > 0
+        ratios = rc.prop9_operator_ratios(net, X)
+        error = max(error, float((ratios["mixed"] - 0.5).abs().max()), float((ratios["diagonal"] - 1.0).abs().max()))
+    return SimpleNamespace(depths=depths, error=error)
+
+
+def nanmin(values: torch.Tensor) -> float:
+    """The smallest value that is not NaN; NaN when all are."""
+    return float(np.nanmin(values.numpy())) if not torch.isnan(values).all() else math.nan
 
 
 def example20(P) -> SimpleNamespace:
@@ -214,6 +236,7 @@ def analyse(P, net, depth, seed, mse, X, X_test, Y_test, k):
                 sv_to_one=float((sv_mid[:k] - 1).abs().max()), sum_delta=sum(bounds.deltas[k]),
                 ntk_per_L=float((trace_weights + trace_biases).mean()) / depth, thm7=float(np.max(measured7 / bound7)),
                 balance=df.balancedness_residual(net), reps=[float(s[k] / s[0]) if len(s) > k else 0.0 for s in rep_svs],
+                prop9_mixed=nanmin(rc.prop9_operator_ratios(net, X[:NUM_PROBES], readings=("mixed",))["mixed"]),
                 cor8=(rc.corollary8_bound(net, X, k), float(np.median([s[k] / math.sqrt(X.shape[0]) for s in rep_svs if len(s) > k]))),
                 profile=[int((s > P.sv_threshold).sum()) for s in df.singular_values(net)], net=net)
 

@@ -171,6 +171,53 @@ def prop9_ratio(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tens
     return Q / (L * s1 ** (2 - 2 / L))
 
 
+def ntk_cross_derivative(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tensor:
+    r""":math:`\partial^2_{xy}\Theta(x,y)` at y = x for every row of X, as Prop. 9's d_out d_in × d_out d_in
+    matrix (row (i, a): output i, input direction a): :math:`\sum_\ell B_\ell B_\ell^T\otimes F_{\ell-1}^TF_{\ell-1}`.
+    Inside a linear region :math:`\partial_W f` is affine in x and :math:`\partial_b f` does not depend on x, so
+    only the weights contribute. Shape (N, d_out d_in, d_out d_in)."""
+    F = deepfc.input_jacobians(layers, X, slope)
+    B = deepfc.backward_jacobians(layers, X, slope)
+    N, d_out, d_in = F[-1].shape
+    return sum(torch.einsum("nij,nab->niajb", b @ b.transpose(1, 2), f.transpose(1, 2) @ f)
+               for f, b in zip(F[:-1], B)).reshape(N, d_out * d_in, d_out * d_in)
+
+
+def ntk_diagonal_hessian(layers: list, X: torch.Tensor, slope: float = 0.0, cross=None) -> torch.Tensor:
+    r"""The Hessian of x ↦ Θ(x, x) in the same layout: H[(i,a),(j,b)] = ∂_{x_a}∂_{x_b}Θ_ij(x, x)
+    = M[(i,a),(j,b)] + M[(i,b),(j,a)] with M = :func:`ntk_cross_derivative` (inside a linear region the parameter
+    gradients are affine in x, so ∂_x∂_x Θ(x, y) = 0). Along v ⊗ u it gives 2Q(u, v), where Prop. 9's factor 2 comes
+    from. ``cross`` may pass M when it is already computed."""
+    M = ntk_cross_derivative(layers, X, slope) if cross is None else cross
+    N, d_out, d_in = X.shape[0], layers[-1][0].shape[0], X.shape[1]
+    return M + M.reshape(N, d_out, d_in, d_out, d_in).permute(0, 1, 4, 3, 2).reshape(M.shape)
+
+
+def prop9_operator_ratios(layers: list, X: torch.Tensor, slope: float = 0.0, readings=("mixed", "diagonal")) -> dict:
+    r"""Per input, Prop. 9 as printed, :math:`\|\partial^2_{xy}\Theta(x,x)\|_{op}/(2L\|Jf(x)\|_{op}^{2-2/L})` (>= 1 as
+    printed), under both readings of ∂²_xy: ``"mixed"``, the mixed derivative ∂_x∂_yΘ(x, y) at y = x (the proof's
+    own object), and ``"diagonal"``, the Hessian of x ↦ Θ(x, x). NaN where Jf(x) = 0 (both sides vanish)."""
+    L = len(layers)
+    mixed = ntk_cross_derivative(layers, X, slope)
+    s1 = torch.linalg.matrix_norm(deepfc.jacobian(layers, X, slope), ord=2)
+    bound = 2 * L * s1 ** (2 - 2 / L)
+    # both are symmetric; the mixed one is PSD (a sum of Kronecker products of Grams), the diagonal one need not be
+    operator_norm = lambda matrix: torch.linalg.eigvalsh(matrix).abs().amax(-1)
+    matrices = {"mixed": lambda: mixed, "diagonal": lambda: ntk_diagonal_hessian(layers, X, slope, cross=mixed)}
+    return {reading: operator_norm(matrices[reading]()) / bound for reading in readings}
+
+
+def balanced_rank_one_network(widths: list, s1: float) -> list:
+    r"""A balanced rank-one ReLU network :math:`W_\ell=s_1^{1/L}u_\ell u_{\ell-1}^T` (u_ℓ unit vectors with positive
+    entries, zero biases) whose Jacobian at any input with :math:`u_0^Tx>0` is :math:`s_1u_Lu_0^T`: there both of
+    Prop. 9's proof inequalities are equalities."""
+    L = len(widths) - 1
+    units = [torch.linspace(1.0, 2.0, w, dtype=torch.float64) for w in widths]
+    units = [u / u.norm() for u in units]
+    return [(s1 ** (1 / L) * torch.outer(units[ell + 1], units[ell]), torch.zeros(widths[ell + 1], dtype=torch.float64))
+            for ell in range(L)]
+
+
 def theorem7_bound(layers: list, X: torch.Tensor, k: int, slope: float = 0.0, jacobian=None,
                    weight_trace=None) -> tuple[np.ndarray, np.ndarray]:
     r"""Theorem 7 per input: measured :math:`\sum_\ell\|\alpha_{\ell-1}(x)\|^2` against the bound

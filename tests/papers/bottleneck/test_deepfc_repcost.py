@@ -592,3 +592,43 @@ def test_cuda_graphs_train_the_stacked_networks_as_eager_cuda(monkeypatch):
         np.testing.assert_allclose(fit.loss_history, ref.loss_history, rtol=1e-4)
         for (W, b), (W1, b1) in zip(fit.layers, ref.layers):
             torch.testing.assert_close(W, W1, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.2, -0.5])
+def test_ntk_cross_derivative_matches_autograd(slope):
+    """Σ_ℓ B_ℓB_ℓᵀ ⊗ F_{ℓ-1}ᵀF_{ℓ-1} against ∂_{x_a}∂_{y_b}Θ_ij(x, y) at y = x built from torch.func: the
+    input derivative of every parameter gradient, G[i, p, a] = ∂_{x_a}∂_p f_i(x), gives Σ_p G[i,p,a] G[j,p,b]."""
+    net = random_net([4, 7, 6, 3], seed=5)
+    x = torch.randn(4, generator=generator(5, "x"), dtype=torch.float64)
+    flat = [t for pair in net for t in pair]
+
+    def param_gradients(z):  # (d_out, P): d f_i(z) / d theta
+        f = lambda params: df.forward([(params[2 * i], params[2 * i + 1]) for i in range(len(net))], z[None], slope)[0]
+        return torch.cat([j.flatten(1) for j in jacrev(f)(flat)], dim=1)
+
+    G = jacrev(param_gradients)(x)  # (d_out, P, d_in)
+    expected = torch.einsum("ipa,jpb->iajb", G, G).reshape(12, 12)
+    measured = rc.ntk_cross_derivative(net, x[None], slope)[0]
+    # sums of P ~ 100 products of O(1) entries, each a product of <= 3 layers: rounding(|M|, P) ~ 1e-12 |M|
+    np.testing.assert_allclose(measured.numpy(), expected.numpy(),
+                               atol=rounding(float(expected.abs().max()), G.shape[1]))
+    # the other reading: the Hessian of x -> Θ(x, x) = G(x) G(x)ᵀ, (d_out, d_out, d_in, d_in) from torch.func
+    hessian = jacrev(jacrev(lambda z: param_gradients(z) @ param_gradients(z).T))(x)
+    expected_diag = hessian.permute(0, 2, 1, 3).reshape(12, 12)
+    np.testing.assert_allclose(rc.ntk_diagonal_hessian(net, x[None], slope)[0].numpy(), expected_diag.numpy(),
+                               atol=rounding(float(expected_diag.abs().max()), G.shape[1]))
+
+
+@pytest.mark.parametrize("depth", [2, 5, 32])
+def test_prop9_printed_constant_is_twice_the_balanced_rank_one_value(depth):
+    """For W_ℓ = s^{1/L} u_ℓ u_{ℓ-1}ᵀ both inequalities of the proof are equalities: Q = ‖∂²_xyΘ‖_op = L s^{2-2/L},
+    half the printed 2L s^{2-2/L}."""
+    net = rc.balanced_rank_one_network([5] + [6] * (depth - 1) + [3], 2.5)
+    X = torch.rand(3, 5, generator=generator(depth, "x"), dtype=torch.float64)  # positive: u_0ᵀx > 0
+    # products of L factors s^{1/L} with O(1) entries: relative rounding ~ L eps per side
+    tol = rounding(1.0, 4 * depth)
+    ratios = rc.prop9_operator_ratios(net, X)
+    np.testing.assert_allclose(ratios["mixed"].numpy(), 0.5, atol=tol)
+    # the Hessian along the diagonal doubles Q, and for a rank-one Jacobian nothing exceeds it: exactly the printed bound
+    np.testing.assert_allclose(ratios["diagonal"].numpy(), 1.0, atol=2 * tol)
+    np.testing.assert_allclose(rc.prop9_ratio(net, X).numpy(), 1.0, atol=2 * tol)
