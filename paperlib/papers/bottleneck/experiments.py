@@ -133,8 +133,8 @@ def trained_linear(P) -> SimpleNamespace:
 def random_networks(P) -> SimpleNamespace:
     """``random_nets`` random networks (depth 2–11, widths 4–19, slopes 0, 0.2, −0.5 in turn, random biases) at
     32 inputs each: the slacks of Theorem 3's norm bound and Theorem 6's Horn form, and Proposition 9's ratio
-    per slope, both the proof's inequality and the statement as printed (an operator norm; inputs with Jf(x) = 0,
-    where both sides vanish, left out and counted)."""
+    per slope, both the proof's inequality and the statement as printed (an operator norm, per input under both
+    readings; inputs with Jf(x) = 0, where both sides vanish, left out and counted)."""
     gen = generator(P.seed, "random-nets")
     out = SimpleNamespace(norm_slack=[], horn_slack=[], prop9={0.0: [], 0.2: [], -0.5: []},
                           prop9_printed={(a, reading): [] for a in (0.0, 0.2, -0.5) for reading in ("mixed", "diagonal")},
@@ -153,7 +153,7 @@ def random_networks(P) -> SimpleNamespace:
         out.zero_jacobians += int(torch.isnan(ratios).sum())
         out.prop9[slope].append(nanmin(ratios))
         for reading, printed in rc.prop9_operator_ratios(net, X, slope).items():
-            out.prop9_printed[slope, reading].append(nanmin(printed))
+            out.prop9_printed[slope, reading].append(printed.numpy())  # every input, for the figure
     return out
 
 
@@ -236,7 +236,7 @@ def analyse(P, net, depth, seed, mse, X, X_test, Y_test, k):
                 sv_to_one=float((sv_mid[:k] - 1).abs().max()), sum_delta=sum(bounds.deltas[k]),
                 ntk_per_L=float((trace_weights + trace_biases).mean()) / depth, thm7=float(np.max(measured7 / bound7)),
                 balance=df.balancedness_residual(net), reps=[float(s[k] / s[0]) if len(s) > k else 0.0 for s in rep_svs],
-                prop9_mixed=nanmin(rc.prop9_operator_ratios(net, X[:NUM_PROBES], readings=("mixed",))["mixed"]),
+                prop9_mixed=rc.prop9_operator_ratios(net, X[:NUM_PROBES], readings=("mixed",))["mixed"].cpu().numpy(),
                 cor8=(rc.corollary8_bound(net, X, k), float(np.median([s[k] / math.sqrt(X.shape[0]) for s in rep_svs if len(s) > k]))),
                 profile=[int((s > P.sv_threshold).sum()) for s in df.singular_values(net)], net=net)
 

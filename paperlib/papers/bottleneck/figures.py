@@ -105,3 +105,28 @@ def summary(P, sweep, found, profiles, sym):
     ax.set_title("(f) Figure 2(c): ‖α₂(x₀) − α₂(x)‖ on a plane ⊥ w")
     fig.tight_layout()
     return fig
+
+
+def prop9(rn, trained_ratios):
+    """Proposition 9 as printed: the ratio of each reading's operator norm to 2L s_1^(2-2/L), per input, on the
+    random ReLU and leaky nets and on the trained networks, against the printed bound (1) and the proof's
+    constant for the mixed reading (1/2)."""
+    rows = [("random ReLU, mixed", np.concatenate(rn.prop9_printed[0.0, "mixed"])),
+            ("random ReLU, Hessian on the diagonal", np.concatenate(rn.prop9_printed[0.0, "diagonal"])),
+            ("random leaky ReLU, Hessian on the diagonal",
+             np.concatenate(rn.prop9_printed[0.2, "diagonal"] + rn.prop9_printed[-0.5, "diagonal"])),
+            ("trained (depth sweep), mixed", np.asarray(trained_ratios))]
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    jitter = np.random.default_rng(0)  # vertical spread of the points only, never data
+    for row, (label, ratios) in enumerate(rows):
+        ratios = ratios[np.isfinite(ratios)]
+        ax.scatter(ratios, row + jitter.uniform(-0.3, 0.3, ratios.size), s=4, alpha=0.3)
+    ax.axvline(1.0, color="k", lw=1.2, label="printed bound 2L s₁^(2−2/L)")
+    ax.axvline(0.5, color="k", lw=1, ls="--", label="the proof's bound for the mixed reading, L s₁^(2−2/L)")
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("‖∂²Θ(x,x)‖_op / (2L‖Jf(x)‖_op^(2−2/L))")
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
+    fig.tight_layout()
+    return fig
