@@ -51,6 +51,20 @@ OVERFLOW = r"""() => {
       out.push(`${el.tagName} ${Math.round(r.right - edge + 1)} px past the column in #${near ? near.id : '?'}: ${first.replace(/\s+/g, ' ')}`);
     }
   }
+  // a formula's typeset box can run past its own container while the container stays inside the column:
+  // MathJax lets a display formula scroll and a box clips inline maths, so the end of the formula is hidden
+  for (const el of column.querySelectorAll('mjx-container')) {
+    const math = el.querySelector('mjx-math');
+    if (!math || el.closest('table')) continue;                   // tables are checked whole, above
+    const block = el.getAttribute('display') === 'true' ? el : el.parentElement.closest('p, li, dd, div');
+    const limit = Math.min(edge, block.getBoundingClientRect().right + 1);
+    const r = math.getBoundingClientRect();
+    if (r.width > 0 && r.right > limit) {
+      const near = el.closest('section[id]');
+      out.push(`formula ${Math.round(r.right - limit)} px past its box in #${near ? near.id : '?'}: ` +
+               (el.getAttribute('aria-label') || el.textContent || '').replace(/\s+/g, ' ').slice(0, 50));
+    }
+  }
   return out;
 }"""
 
