@@ -53,8 +53,8 @@ def coverage_markdown(paper: str, claims: list[dict], declared: dict) -> str:
     text = (f"**Control coverage.** {len(predictions) - len(uncovered)} of the {len(predictions)} predictions belong to a claim "
             f"that a control flips (`controls.yaml`: {names}; CI runs each at `smoke`).")
     if others:
-        text += (" No control flips these yet (some are themselves a setting predicted to fail): "
-                 + ", ".join(f"`{c}`" for c in others) + ".")
+        text += (f" The other {len(others)} have no control that flips them yet (some are themselves a setting "
+                 "predicted to fail): " + ", ".join(f"`{c}`" for c in others) + ".")
     if held_against:
         text += ("\n\nThese held at `smoke` under a control that the paper's argument says should break them, so they "
                  "are weaker evidence than their verdict suggests:\n\n"

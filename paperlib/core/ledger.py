@@ -213,6 +213,8 @@ def _fmt(value) -> str:
     if isinstance(value, (bool, np.bool_)):
         return str(bool(value))
     value = float(value)
+    if math.isnan(value):
+        return "none"  # a reader sees "none" where nothing was measured, not a float's "nan"
     if value == 0 or (1e-3 <= abs(value) < 1e5):
         return f"{value:.4g}"
     return f"{value:.3e}"
@@ -389,7 +391,8 @@ class Ledger:
     @staticmethod
     def _explain(verdict, holds, measured, predicted, check, assumption_text, enough_text):
         low, high = check.bounds(predicted) if _is_finite(predicted) or check.kind == "within" else (None, None)
-        comparison = (f"measured {_fmt(measured)} against predicted {_fmt(predicted)}; "
+        found = "nothing measured" if _fmt(measured) == "none" else f"measured {_fmt(measured)}"
+        comparison = (f"{found} against predicted {_fmt(predicted)}; "
                       f"accepted range [{_fmt(low)}, {_fmt(high)}].") if low is not None else ""
         if verdict == ASSUMPTION_NOT_MET:
             tail = {True: "the prediction holds anyway", False: "the prediction fails",
@@ -505,6 +508,13 @@ def _cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def plain(text) -> str:
+    """Plain text (a statement, a reason) made safe for Markdown: ``*`` and ``_`` outside `code` spans are
+    escaped, so that "k*L ... k*" or "log|A|_+ ... x_i" is not read as emphasis."""
+    parts = re.split(r"(`[^`]+`)", str(text))
+    return "".join(part if part.startswith("`") else re.sub(r"([*_])", r"\\\1", part) for part in parts)
+
+
 def claim_anchor(claim_id: str) -> str:
     """The HTML id of a claim's row in its chapter's Verdicts tables (the claims page links there)."""
     return "claim-" + re.sub(r"[^A-Za-z0-9_.-]", "-", claim_id)
@@ -524,12 +534,12 @@ def claims_table_markdown(claims: list[dict]) -> str:
         lines = [f"**{KIND_TITLES[kind]}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for c in chosen:
             paper_value = c.get("paper_value")
-            statement = c["statement"] + (f" (paper: {_fmt(paper_value)})" if paper_value is not None else "")
+            statement = plain(c["statement"]) + (f" (paper: {_fmt(paper_value)})" if paper_value is not None else "")
             cells = [f'<span id="{claim_anchor(c["id"])}"></span>`{c["id"]}` ({c["source"]})', statement,
                      _fmt(c["predicted"]), _fmt(c["measured"]), accepted_range(c), verdict_word(c)]
             lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
         blocks.append("\n".join(lines))
-    reasons = [f"- `{c['id']}` ({verdict_word(c)}): {c['why'] or '-'}" for c in claims]
+    reasons = [f"- `{c['id']}` ({verdict_word(c)}): {plain(c['why']) if c['why'] else '-'}" for c in claims]
     return "\n\n".join(blocks + ["**Why each verdict**\n\n" + "\n".join(reasons)])
 
 
@@ -584,7 +594,7 @@ def findings_markdown(claims: list[dict], preset, seed) -> str:
     fails or whose assumption is not met, every inconclusive claim and every failing
     consistency check, each with its statement and reason."""
     def items(selected):
-        return "\n".join(f"- `{c['id']}` ({c['source']}): {c['statement']} {c['why']}" for c in selected)
+        return "\n".join(f"- `{c['id']}` ({plain(c['source'])}): {plain(c['statement'])} {plain(c['why'])}" for c in selected)
 
     sections = [f"At the `{preset}` preset and seed {seed}: {headline(claims)}."]
     groups = [

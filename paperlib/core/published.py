@@ -117,9 +117,10 @@ def full_table_markdown(paper_ledger: dict, status: dict) -> str:
     mine = {c["id"]: c for c in paper_ledger["claims"]}
     for claim_id in ids:
         here, full = mine.get(claim_id), full_claims.get(claim_id)
-        kind = (here or full)["kind"]
-        if kind == "exploratory":
-            continue
+        kinds = [c["kind"] for c in (here, full) if c is not None]
+        if all(k == "exploratory" for k in kinds):
+            continue  # a claim the full run's headline counted stays in the table, whatever its kind now
+        kind = kinds[0] if len(set(kinds)) == 1 else f"{kinds[0]} (at `full`: {kinds[1]})"
         lines.append(f"| `{claim_id}` | {kind} | {verdict_word(here) if here else 'not recorded at this preset'} | "
                      f"{verdict_word(full) if full else 'not in the full run'} | {_fmt(full['measured']) if full else '-'} |")
     return "\n".join(lines)

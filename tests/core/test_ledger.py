@@ -400,3 +400,10 @@ def test_a_claim_without_a_check_or_with_a_malformed_one_is_refused(tmp_path, mo
     path.write_text("seen:\n  source: S\n  statement: T\n  check: {at_most: 0.1}\n", encoding="utf-8")
     with pytest.raises(L.LedgerError, match="declares a check but no kind with a verdict"):
         L.declared_claims("demo")
+
+
+def test_plain_text_keeps_stars_and_underscores_out_of_markdown_emphasis():
+    from paperlib.core.ledger import plain
+    assert plain("slope k*L through k* runs") == r"slope k\*L through k\* runs"
+    assert plain("log|A|_+ and x_i") == r"log|A|\_+ and x\_i"
+    assert plain("set `sweep_depths` to k*") == r"set `sweep_depths` to k\*"  # code spans stay as they are

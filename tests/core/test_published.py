@@ -116,6 +116,14 @@ def test_the_chapter_and_the_claims_page_show_full_beside_default_and_mark_stale
     assert cells[1].source == table and cells[2].source == "## Changes to checks"
 
 
+def test_a_claim_now_exploratory_stays_in_the_full_table_whose_headline_counted_it(folders):
+    full_dir, reference_dir = folders
+    default = demo_ledger("default", 0.5)
+    default["claims"] = [dict(c, kind="exploratory") for c in default["claims"]]
+    table = published.full_table_markdown(default, published.full_status("demo", full_dir, reference_dir))
+    assert "| `p` | exploratory (at `full`: prediction) | " in table
+
+
 COMMITTED = sorted(p.name.removesuffix(".json") for p in published.FULL_DIR.glob("*.json")
                    if not p.name.endswith(".provenance.json"))
 
