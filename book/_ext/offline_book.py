@@ -8,6 +8,9 @@
   so the browser asks for ``/favicon.ico``: a 404 in the console whenever that request goes out
   before the redirect (a race the browser tests caught about one load in five). The book's icon
   is copied there.
+- sphinx-proof turns ``numfig`` on for every build, so figures were numbered across the whole book and a
+  chapter's first figure read "Fig. 15" beside prose about the paper's Figure 1. The theorem boxes are
+  ``:nonumber:``, so numbering is turned off again once sphinx-proof has set it.
 """
 
 from __future__ import annotations
@@ -35,7 +38,12 @@ def _icon_at_the_root(app, exception):
         shutil.copyfile(source, Path(app.outdir) / "favicon.ico")
 
 
+def _no_book_wide_numbers(app, config):
+    config.numfig = False
+
+
 def setup(app):
+    app.connect("config-inited", _no_book_wide_numbers, priority=900)  # after sphinx-proof's (500)
     app.connect("html-page-context", _drop_repeated_scripts, priority=999)
     app.connect("build-finished", _icon_at_the_root)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

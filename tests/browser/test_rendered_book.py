@@ -242,3 +242,12 @@ def test_the_claims_page_filters_and_links_every_claim_to_its_row(browser, book_
     assert len(links) == total and all(re.fullmatch(r"chapters/[a-z-]+\.html#claim-[A-Za-z0-9_.-]+", h) for h in links)
     assert page.locator(".verdict-bar").count() >= len(chapters)
     page.close()
+
+
+def test_no_figure_or_theorem_carries_a_book_wide_number(book_root, pages):
+    """Numbers counted across the book ("Fig. 15", "Theorem 10") contradicted the papers' own numbering in the
+    captions and titles beside them; figures and boxes are unnumbered (book/_ext/offline_book.py, :nonumber:)."""
+    numbered = {rel: found for rel in pages
+                if (found := re.findall(r'caption-number">((?:Fig\.|Theorem|Lemma|Proposition|Definition) \d+)',
+                                        (book_root / rel).read_text(encoding="utf-8")))}
+    assert not numbered, numbered
