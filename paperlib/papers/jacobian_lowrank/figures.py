@@ -47,6 +47,9 @@ def tracking(P, mx, tr):
     axes[1].loglog(widths, tr.errors, "o-", label="measured max_τ ‖r_τ − r̃_τ‖/‖r0‖")
     axes[1].loglog(widths, tr.errors[0] * (widths / widths[0]) ** -0.5, "k--", label="∝ k^(-1/2) (shape)")
     axes[1].loglog(widths, tr.errors[0] * (widths / widths[0]) ** -1.0, "k:", label="∝ k^(-1) (shape)")
+    # the widths span about a decade, where matplotlib labels every minor tick and the labels run together
+    axes[1].set_xticks(widths, [str(w) for w in widths])
+    axes[1].xaxis.set_minor_formatter(plt.NullFormatter())
     axes[1].set_xlabel("width k"); axes[1].set_ylabel("max_τ ‖r_τ − r̃_τ‖ / ‖r0‖")
     axes[1].set_title("Nonlinear GD tracks the linearization better as k grows")
     axes[1].legend()

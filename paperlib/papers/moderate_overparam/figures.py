@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -28,7 +29,13 @@ def spectra(found):
     ax.set_xlabel("n / (d(d+1)/2)   (d decreases to the right; values below 1e-18, i.e. zero, drawn at 1e-18)")
     ax.set_ylabel("minimum eigenvalue")
     ax.set_title(f"λ(X) and its lower bounds, n = {found.n}: the Khatri–Rao bound collapses past n = d(d+1)/2")
-    ax.legend(fontsize=7, ncol=2)
+    # the ratios span about a decade, where matplotlib labels every minor tick and the labels run together:
+    # label 1, 2 and 5 times the powers of ten instead, in plain numbers
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)  # below: off the curves
+    fig.tight_layout()
     return fig
 
 
@@ -42,7 +49,8 @@ def separation(found):
     ax.loglog(found.deltas, found.bound, "k--", label="Thm I.1 bound δ/(100n²)")
     ax.set_xlabel("separation δ"); ax.set_ylabel("minimum eigenvalue")
     ax.set_title(f"Minimum eigenvalue against the planted separation (n = {found.n})")
-    ax.legend()
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)  # beside: the bound crosses the plot
+    fig.tight_layout()
     return fig
 
 
