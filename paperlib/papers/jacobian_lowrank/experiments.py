@@ -687,7 +687,9 @@ def cut_sensitivity_markdown(Q: dict, passes: dict, cut_gaps: dict, ranks) -> st
             return "no data"
         return "in range" if passes[claim_id][rank] else "out of range"
 
-    rows = [f"| `{claim_id}` | " + " | ".join(f"{L._fmt(Q[rank][claim_id])} ({state(rank, claim_id)})" for rank in ranks)
+    cell = lambda rank, claim_id: ("no data" if state(rank, claim_id) == "no data"
+                                   else f"{L._fmt(Q[rank][claim_id])} ({state(rank, claim_id)})")
+    rows = [f"| `{claim_id}` | " + " | ".join(cell(rank, claim_id) for rank in ranks)
             + " |" for claim_id in passes]
     flips = [claim_id for claim_id, by_rank in passes.items() if len(set(by_rank.values())) > 1]
     return ("**Sensitivity to the cut.** s_r/s_(r+1): " + "; ".join(

@@ -12,7 +12,7 @@ def test_cut_sensitivity_names_the_claims_whose_outcome_changes_with_r():
     passes = {"a": {40: False, 50: True}, "b": {40: False, 50: False}}
     text = ex.cut_sensitivity_markdown(Q, passes, {"initialization": [1.5, 2.0]}, [40, 50])
     assert "| `a` | 1 (out of range) | 2 (in range) |" in text
-    assert "| `b` | nan (no data) | 0.5 (out of range) |" in text
+    assert "| `b` | no data | 0.5 (out of range) |" in text
     assert text.endswith("Checks whose outcome changes with r: `a`.")
 
 
