@@ -452,7 +452,7 @@ class Ledger:
                 ("git revision", data["git"] or "unknown"),
                 ("overrides of the preset", ", ".join(f"{k}={v}" for k, v in data["overrides"].items()) or "none")]
         rows += [(f"{name} version", version) for name, version in data["versions"].items()]
-        return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+        return "| provenance | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
 
 
 VERDICT_MARK = {"reproduced": "reproduced", "not reproduced": "**not reproduced**",
