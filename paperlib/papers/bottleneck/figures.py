@@ -19,7 +19,8 @@ def summary(P, sweep, found, profiles, sym):
     Figure 2(a–c): the symmetry network's spectra, GD paths in its middle layer, and orbit collapse in
     layer 2."""
     k_star, runs, y_var, rank_k = P.true_rank, sweep.runs, sweep.y_var, found.rank_k
-    fig, axes = plt.subplots(2, 3, figsize=(16, 9.5))
+    # two columns, not three: at the book's column width a third column shrank every label to about 5 px
+    fig, axes = plt.subplots(3, 2, figsize=(12, 14))
     ax = axes[0, 0]
     ranks_seen = sorted({r["rank"] for r in runs})
     cmap = plt.get_cmap("viridis", max(len(ranks_seen), 2))
@@ -50,7 +51,7 @@ def summary(P, sweep, found, profiles, sym):
     ax.set_title("(b) Figure 1(b): bottleneck profile" + (" (nonlinear g)" if profiles else ""))
     ax.legend(fontsize=7)
 
-    ax = axes[0, 2]
+    ax = axes[1, 0]
     ds = sorted({r["depth"] for r in rank_k})
 
     def median_and_range(axis, value, style, color, label):  # the median over the rank-k* runs of each depth, their range shaded
@@ -69,7 +70,7 @@ def summary(P, sweep, found, profiles, sym):
     lines = ax.get_legend_handles_labels(); lines2 = ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7)
 
-    ax = axes[1, 0]
+    ax = axes[1, 1]
     for layer, s in enumerate(sym.svs):
         ax.plot(np.full(min(len(s), 6), layer + 1), s[:6].numpy(), "o", color="k" if layer in sym.middle else "0.6", ms=3)
     ax.plot([], [], "o", color="k", ms=3, label="middle layers (the bottleneck)")
@@ -78,7 +79,7 @@ def summary(P, sweep, found, profiles, sym):
     ax.set_yscale("log"); ax.set_xlabel("layer l"); ax.set_ylabel("singular values (top 6)")
     ax.set_title(f"(d) Figure 2(a): weight spectra, L = {P.sym_depth}")
 
-    ax = axes[1, 1]
+    ax = axes[2, 0]
     basis = torch.linalg.svd(sym.rep_c, full_matrices=False)[2][:2]
     mean = sym.rep.mean(0)
     for i in range(20):
@@ -89,7 +90,7 @@ def summary(P, sweep, found, profiles, sym):
     ax.legend(fontsize=7)
     ax.set_xlabel("PC 1 of the layer's representations"); ax.set_ylabel("PC 2"); ax.set_title(f"(e) Figure 2(b): GD paths in layer {sym.mid_layer}")
 
-    ax = axes[1, 2]
+    ax = axes[2, 1]
     w = sym.task.w
     grid = torch.linspace(-1.3, 1.3, 41, dtype=torch.float64)
     basis_w = torch.linalg.qr(torch.cat([w[:, None], torch.randn(P.sym_dim, 2, generator=sym.gen, dtype=torch.float64)], 1))[0]
