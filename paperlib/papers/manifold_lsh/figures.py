@@ -28,7 +28,7 @@ def sampled_distances(R, labels, gen, num=4000):
 def summary(P, layer, base, theta_rows):
     """(a) the Gram error against the width with c N/√D and Lemma 22's width; (b) Figure 3's mean
     distances between classes; (c) Figures 4/5's distance histograms; (d) Figure 6's γ recovery."""
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9.5))
+    fig, axes = plt.subplots(2, 2, figsize=(10.5, 8.5))  # narrower: shown at the column width, labels stay legible
     ax = axes[0, 0]
     for n_pts, color in zip(P.gram_sizes, plotting.PALETTE):
         ax.loglog(P.gram_widths, [layer.gram_err[n_pts, w] for w in P.gram_widths], "o", color=color,

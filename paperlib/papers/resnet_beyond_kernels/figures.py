@@ -36,7 +36,7 @@ def summary(P, study, widths, sens, fig4):
     against error."""
     T, n_focus = study.T, P.focus_num_train
     kernel_results, net_results = study.kernel_results, study.net_results
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9.5))
+    fig, axes = plt.subplots(2, 2, figsize=(10.5, 8.5))  # narrower: shown at the column width, labels stay legible
     ax = axes[0, 0]
     for name, color in zip(P.kernels, plotting.PALETTE):
         ax.plot(study.n_curve, study.predicted_curve[name], color=color, lw=1.2, label=f"{study.kernel_fns[name].label} (D3)")
@@ -61,7 +61,7 @@ def summary(P, study, widths, sens, fig4):
     ax.add_artist(first)
     ax.set_xscale("log"); ax.set_yscale("log"); ax.set_ylim(1e-4, 30)
     ax.set_xlabel("N (training samples)"); ax.set_ylabel("test error (sum of squares over 15 outputs)")
-    ax.set_title("(a) Kernels against networks (median and range over seeds)")
+    ax.set_title("(a) Kernels against networks\n(median and range over seeds)")
 
     ax = axes[0, 1]
     for label in dict.fromkeys(l for l, n, m in net_results if n == n_focus):
@@ -72,7 +72,7 @@ def summary(P, study, widths, sens, fig4):
     ax.axhline(T, color="0.3", ls=":", label="k α²")
     ax.set_xscale("log"); ax.set_yscale("log")
     ax.set_xlabel("m (width of each hidden layer)"); ax.set_ylabel("test error (sum of squares over 15 outputs)")
-    ax.set_title(f"(b) Figure 2's layout at N = {n_focus}: networks (median) and their initial kernels")
+    ax.set_title(f"(b) Figure 2's layout at N = {n_focus}:\nnetworks (median) and their initial kernels")
     ax.legend(fontsize=6.5, ncol=2, loc="center right")
 
     ax = axes[1, 0]
