@@ -391,7 +391,8 @@ class Ledger:
     @staticmethod
     def _explain(verdict, holds, measured, predicted, check, assumption_text, enough_text):
         low, high = check.bounds(predicted) if _is_finite(predicted) or check.kind == "within" else (None, None)
-        found = "nothing measured" if _fmt(measured) == "none" else f"measured {_fmt(measured)}"
+        nothing = isinstance(measured, (float, np.floating)) and math.isnan(measured)
+        found = "nothing measured" if nothing else f"measured {_fmt(measured)}"
         comparison = (f"{found} against predicted {_fmt(predicted)}; "
                       f"accepted range [{_fmt(low)}, {_fmt(high)}].") if low is not None else ""
         if verdict == ASSUMPTION_NOT_MET:

@@ -176,8 +176,11 @@ def ntk_cross_derivative(layers: list, X: torch.Tensor, slope: float = 0.0) -> t
     matrix (row (i, a): output i, input direction a): :math:`\sum_\ell B_\ell B_\ell^T\otimes F_{\ell-1}^TF_{\ell-1}`.
     Inside a linear region :math:`\partial_W f` is affine in x and :math:`\partial_b f` does not depend on x, so
     only the weights contribute. Shape (N, d_out d_in, d_out d_in)."""
-    F = deepfc.input_jacobians(layers, X, slope)
-    B = deepfc.backward_jacobians(layers, X, slope)
+    return _cross_derivative(deepfc.input_jacobians(layers, X, slope), deepfc.backward_jacobians(layers, X, slope))
+
+
+def _cross_derivative(F: list, B: list) -> torch.Tensor:
+    """:func:`ntk_cross_derivative` from the forward (F) and backward (B) Jacobian recursions."""
     N, d_out, d_in = F[-1].shape
     return sum(torch.einsum("nij,nab->niajb", b @ b.transpose(1, 2), f.transpose(1, 2) @ f)
                for f, b in zip(F[:-1], B)).reshape(N, d_out * d_in, d_out * d_in)
@@ -198,8 +201,9 @@ def prop9_operator_ratios(layers: list, X: torch.Tensor, slope: float = 0.0, rea
     printed), under both readings of ∂²_xy: ``"mixed"``, the mixed derivative ∂_x∂_yΘ(x, y) at y = x (the proof's
     own object), and ``"diagonal"``, the Hessian of x ↦ Θ(x, x). NaN where Jf(x) = 0 (both sides vanish)."""
     L = len(layers)
-    mixed = ntk_cross_derivative(layers, X, slope)
-    s1 = torch.linalg.matrix_norm(deepfc.jacobian(layers, X, slope), ord=2)
+    F = deepfc.input_jacobians(layers, X, slope)  # one recursion for M and for Jf = F[-1]
+    mixed = _cross_derivative(F, deepfc.backward_jacobians(layers, X, slope))
+    s1 = torch.linalg.matrix_norm(F[-1], ord=2)
     bound = 2 * L * s1 ** (2 - 2 / L)
     # both are symmetric; the mixed one is PSD (a sum of Kronecker products of Grams), the diagonal one need not be
     operator_norm = lambda matrix: torch.linalg.eigvalsh(matrix).abs().amax(-1)

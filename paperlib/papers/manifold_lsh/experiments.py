@@ -284,16 +284,11 @@ class Tracks:
         family in ``generators`` at every draw of Table 1 (seed labels below ``table1_seeds``) together
         (:func:`manifolds.train_mlps`, one batched program, each run with its own stream), so that a GPU runs
         one network's launches per step instead of one per run."""
-        if self.paper_key(kind, seed_label) not in self.runs:
+        if ("paper", kind, seed_label) not in self.runs:
             kinds = dict.fromkeys([*self.P.generators, kind])
             pairs = [(k, s) for s in range(max(self.P.table1_seeds, seed_label + 1)) for k in kinds]
-            self._train_papers([pair for pair in pairs if self.paper_key(*pair) not in self.runs])
-        return self.runs[self.paper_key(kind, seed_label)]
-
-    @staticmethod
-    def paper_key(kind, seed_label):
-        """Draw 0 keeps the key it had before Table 1 had several draws."""
-        return ("paper", kind) if seed_label == 0 else ("paper", kind, seed_label)
+            self._train_papers([pair for pair in pairs if ("paper", *pair) not in self.runs])
+        return self.runs["paper", kind, seed_label]
 
     def _train_papers(self, pairs):
         """Train and evaluate the paper-track MLPs of ``pairs`` (family, seed label) in one batched call. On the
@@ -314,8 +309,8 @@ class Tracks:
             norm = lambda Xin, mean=mean, std=std: (Xin - mean) / std
             rep = lambda Xin, model=model, norm=norm: mf.mlp_representation(model, norm(Xin))
             (out_tr, R_tr), (out_te, R_te) = mf.mlp_outputs(model, norm(X)), mf.mlp_outputs(model, norm(Xt))
-            self.runs[self.paper_key(*pair)] = self.evaluate(fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt,
-                                                             P.theta_scale, raw=norm(Xt))
+            self.runs["paper", *pair] = self.evaluate(fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt,
+                                                      P.theta_scale, raw=norm(Xt))
 
     def draws(self, kind, track):
         """Table 1's ``table1_seeds`` independent draws of generator ``kind`` on ``track``, draw 0 first (the
