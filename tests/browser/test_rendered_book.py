@@ -37,7 +37,7 @@ MATH_LEFT_RAW = r"""() => {
   return out;
 }"""
 
-# Tables, images, figures and display maths wider than the article column (scrolling inside a
+# Tables, images, figures, display maths and printed output wider than the article column (scrolling inside a
 # wrapper is still overflow: the reader has to scroll sideways to read a row).
 OVERFLOW = r"""() => {
   const column = document.querySelector('article.bd-article') || document.querySelector('main');
@@ -63,6 +63,14 @@ OVERFLOW = r"""() => {
       const near = el.closest('section[id]');
       out.push(`formula ${Math.round(r.right - limit)} px past its box in #${near ? near.id : '?'}: ` +
                (el.getAttribute('aria-label') || el.textContent || '').replace(/\s+/g, ' ').slice(0, 50));
+    }
+  }
+  // a printed line wider than its output box scrolls sideways, and the reader misses its end
+  for (const el of column.querySelectorAll('.cell_output pre')) {
+    if (el.scrollWidth > el.clientWidth + 1) {
+      const near = el.closest('section[id]');
+      out.push(`printed output ${el.scrollWidth - el.clientWidth} px wider than its box in #${near ? near.id : '?'}: ` +
+               el.textContent.replace(/\s+/g, ' ').slice(0, 50));
     }
   }
   return out;
