@@ -154,11 +154,15 @@ def spectra(P) -> SimpleNamespace:
 
 def separation(P) -> SimpleNamespace:
     """One pair planted at each distance δ of ``separations`` in random data: the minimum eigenvalues of the
-    indicator kernel (Thm I.1) and of both covariances, the bound δ/(100n²) and the log-log slopes."""
+    indicator kernel (Thm I.1) and of both covariances, the bound δ/(100n²) and the log-log slopes. With
+    ``separation_pair`` "antipodal" (a control) the second point of the pair is negated: the pair is then δ-close
+    only up to sign, which Assumption 1's separation also counts."""
     X, _ = sphere_data(P, P.lazy_num_samples, P.lazy_input_dim, "separation")
     rows = []
     for delta in sorted(P.separations):
         Xd = data.plant_close_pair(X, delta)
+        if P.separation_pair == "antipodal":  # control: the pair is delta-close up to sign only (Assumption 1)
+            Xd[-1] = -Xd[-1]
         G = Xd @ Xd.T
         rows.append({"delta": data.separation(Xd),
                      "indicator": linalg.min_eigenvalue(0.25 + torch.arcsin(G.clamp(-1, 1)) / (2 * math.pi)),
@@ -187,10 +191,13 @@ def lazy_runs(P, device=None) -> list[dict]:
             X, y = sphere_data(P, n, d, "lazy", s)
             data_norm, label_norm = linalg.spectral_norm(X), float(y.norm())
             lam = linalg.min_eigenvalue(neural_covariance(X @ X.T, name, order=P.hermite_order))
-            step = overparam.theorem_step(name, n, label_norm, data_norm, P.eta_bar)
+            # control (lazy_output_scale = a < 1): v scaled by a and the step by 1/a^2 (the theorems' step written
+            # with the actual ||v||^2), so eta J0 J0^T is unchanged while W must travel 1/a times farther
+            scale = P.lazy_output_scale
+            step = overparam.theorem_step(name, n, label_norm, data_norm, P.eta_bar) / scale ** 2
             for k in P.lazy_widths:
                 W0 = initial_weights(k, d, generator(P.seed, "init", "lazy", name, s, k))
-                v = output_weights(k, label_norm, n)
+                v = output_weights(k, label_norm, n) * scale
                 lazy.append(dict(act=name, seed=s, k=k, lam=lam, step=step, data_norm=data_norm, label_norm=label_norm,
                                  **lazy_run(P, act, X, y, W0, v, step, data_norm, device)))
     return lazy

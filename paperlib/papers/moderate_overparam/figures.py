@@ -12,10 +12,13 @@ import numpy as np
 from paperlib.core import plotting
 from paperlib.papers.moderate_overparam import experiments as ex, overparam
 
+LEGEND_SIZE = 9  # points; the book's column is about 700 px wide, where 7 pt legends were too small to read
+MAX_PANELS_PER_ROW = 3  # a row of more panels is split into two rows
+
 
 def spectra(found):
     """λ(X) and its Khatri–Rao lower bounds against n/(d(d+1)/2)."""
-    fig, ax = plt.subplots(figsize=(6.6, 4.2))
+    fig, ax = plt.subplots(figsize=(7.2, 4.8))
     ratio = [row["ratio"] for row in found.rows]
     for name, color in (("softplus", plotting.PALETTE[0]), ("relu", plotting.PALETTE[1])):
         ax.plot(ratio, [row[f"lambda_{name}"] for row in found.rows], "o-", color=color, label=f"λ(X), {name}")
@@ -24,7 +27,7 @@ def spectra(found):
         ax.plot(ratio, [max(row[f"H.1_r3_{name}"], 1e-18) for row in found.rows], ":", color=color,
                 label=f"μ₃(φ')²σ²min(X^(∗4)), {name} (Lemma H.1)")
     ax.axvline(1.0, color="k", linewidth=0.8)
-    ax.text(1.05, 1e-16, "n = d(d+1)/2", fontsize=8)
+    ax.text(1.05, 1e-16, "n = d(d+1)/2", fontsize=LEGEND_SIZE)
     ax.set_xscale("log"); ax.set_yscale("log"); ax.set_ylim(1e-18, 1)
     ax.set_xlabel("n / (d(d+1)/2)   (d decreases to the right; values below 1e-18, i.e. zero, drawn at 1e-18)")
     ax.set_ylabel("minimum eigenvalue")
@@ -34,14 +37,14 @@ def spectra(found):
     ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)  # below: off the curves
+    ax.legend(fontsize=LEGEND_SIZE, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)  # below: off the curves
     fig.tight_layout()
     return fig
 
 
 def separation(found):
     """Minimum eigenvalues against the planted separation δ, with Thm I.1's bound."""
-    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    fig, ax = plt.subplots(figsize=(6.6, 3.8))  # wide enough for the legend beside the axes
     rows, slopes = found.rows, found.slopes
     ax.loglog(found.deltas, [r["relu"] for r in rows], "o-", label=f"λ(X), ReLU (slope {slopes['relu']:.2f})")
     ax.loglog(found.deltas, [r["softplus"] for r in rows], "s-", label=f"λ(X), softplus (slope {slopes['softplus']:.2f})")
@@ -49,7 +52,7 @@ def separation(found):
     ax.loglog(found.deltas, found.bound, "k--", label="Thm I.1 bound δ/(100n²)")
     ax.set_xlabel("separation δ"); ax.set_ylabel("minimum eigenvalue")
     ax.set_title(f"Minimum eigenvalue against the planted separation (n = {found.n})")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)  # beside: the bound crosses the plot
+    ax.legend(fontsize=LEGEND_SIZE, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)  # beside: the bound crosses the plot
     fig.tight_layout()
     return fig
 
@@ -69,7 +72,7 @@ def lazy_residuals(P, lazy):
                                            bound_label="theorem's bound")
         ax.set_xlabel("iteration τ"); ax.set_ylabel("relative residual")
         ax.set_title(f"{name}, k = {k}, n = {P.lazy_num_samples}, d = {P.lazy_input_dim}")
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below: no point lies there
+        ax.legend(fontsize=LEGEND_SIZE, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below: no point lies there
     fig.tight_layout()
     return fig
 
@@ -78,17 +81,24 @@ def phase_diagrams(P, phase):
     """Figure 2: success probability over (k, d) per activation and n, with kd = n, k_eff d = n and
     n = d(d+1)/2."""
     panels = [(name, n) for n in P.phase_num_samples for name in P.activations]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), squeeze=False)
+    rows = 1 if len(panels) <= MAX_PANELS_PER_ROW else 2
+    cols = math.ceil(len(panels) / rows)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 0.8, 3.8 * rows + 0.4), squeeze=False, layout="constrained")
     ks, ds = np.array(P.phase_widths), np.array(P.phase_input_dims)
-    for ax, (name, n) in zip(axes[0], panels):
+    for ax, (name, n) in zip(axes.flat, panels):
         image = plotting.phase_diagram(ax, phase[name, n]["success"].mean(-1), ks, ds, xlabel="width k",
                                        ylabel="input dimension d", title=f"{name}, n = {n}")
         k_line = np.linspace(ks.min() - 0.5, ks.max() + 0.5, 200)
         ax.plot(k_line, n / k_line, "w-", linewidth=2, label="kd = n")
         ax.plot(k_line, n / (2 * np.floor(k_line / 2)).clip(1e-9), "w:", linewidth=1.2, label="k_eff d = n")
         ax.axhline((math.sqrt(8 * n + 1) - 1) / 2, color="k", linestyle="--", linewidth=1, label="n = d(d+1)/2")
-        ax.legend(loc="upper right", fontsize=7, facecolor="0.85", frameon=True)
-    fig.colorbar(image, ax=axes[0].tolist(), label="success probability", shrink=0.85)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    fig.colorbar(image, ax=axes.ravel().tolist(), label="success probability", shrink=0.85)
+    # one legend below the panels (the three lines are the same in every panel), on grey so the white lines show
+    legend = fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="outside lower center", ncol=3,
+                        fontsize=LEGEND_SIZE, facecolor="0.6", frameon=True)
+    legend.get_frame().set_edgecolor("0.6")
     return fig
 
 
@@ -125,8 +135,8 @@ def thresholds(P, found):
     for ax in axes:  # one legend below both panels, where no point lies
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-    fig.tight_layout(rect=(0, 0.15, 1, 1))
-    fig.legend(handles.values(), handles.keys(), fontsize=7, loc="lower center", ncol=3, frameon=False)
+    fig.tight_layout(rect=(0, 0.2, 1, 1))
+    fig.legend(handles.values(), handles.keys(), fontsize=LEGEND_SIZE, loc="lower center", ncol=2, frameon=False)
     return fig
 
 
@@ -146,7 +156,7 @@ def random_features(P, rf):
     axes[1].set_xlabel("width k"); axes[1].set_ylabel("minimum eigenvalue")
     axes[1].set_title("λmin(ΦΦᵀ) against its prediction k λ̃")
     for ax in axes:  # below the axes, where no point lies
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
+        ax.legend(fontsize=LEGEND_SIZE, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
     fig.tight_layout()
     return fig
 
@@ -165,7 +175,7 @@ def sgd(P, run):
     ax.set_xlabel("epoch (n SGD steps)"); ax.set_ylabel("relative squared residual")
     lowest = float(np.nanmin(run.fast / run.fast[:, :1]))
     ax.set_ylim(max(lowest / 10, 1e-16), 2)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)  # below: no point lies there
+    ax.legend(fontsize=LEGEND_SIZE, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)  # below: no point lies there
     fig.tight_layout()
     ax.set_title(f"SGD, softplus, n = {P.sgd_num_samples}, d = {P.sgd_input_dim}, k = {P.sgd_width}")
     return fig

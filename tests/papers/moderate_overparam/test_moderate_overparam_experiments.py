@@ -76,3 +76,29 @@ def test_on_subspace_puts_the_points_on_an_r_sphere_and_leaves_the_papers_model_
     # unit rows up to the roundings of a norm of d = 8 terms and a division
     assert torch.allclose(Y.norm(dim=1), torch.ones(30, dtype=torch.float64), rtol=0, atol=rounding(1.0, terms=8))
     assert torch.linalg.matrix_rank(Y) == 3
+
+
+def test_an_antipodal_pair_has_the_same_separation_but_no_near_singular_block():
+    """Control separation-antipodal: negating the planted point keeps Assumption 1's separation (up to sign)
+    and the bound δ/(100n²), but λ(X) no longer falls with δ (φ'(−z) = 1 − φ'(z) keeps the pair's features
+    independent), while the near-duplicate's λ falls like δ (ReLU) and δ² (softplus)."""
+    from paperlib.core import params
+
+    duplicate = ex.separation(params.plan("moderate-overparam", "smoke", {}))
+    antipodal = ex.separation(params.plan("moderate-overparam", "smoke", {"separation_pair": "antipodal"}))
+    np.testing.assert_allclose(antipodal.deltas, duplicate.deltas, rtol=1e-9)
+    assert duplicate.slopes["relu"] > 0.8 and duplicate.slopes["softplus"] > 1.6
+    assert abs(antipodal.slopes["relu"]) < 0.2 and abs(antipodal.slopes["softplus"]) < 0.2
+
+
+def test_a_smaller_output_layer_leaves_the_linearized_step_unchanged():
+    """Control lazy-small-output-scale: v scaled by a and the step by 1/a², so η λmin(J0 J0ᵀ) (the linearized
+    prediction) is the same as with the theorems' v; a = 1 is the preset's run itself."""
+    from paperlib.core import params
+
+    base = {"lazy_widths": [8, 16], "lazy_steps": 10, "activations": ["relu"]}
+    runs = {a: ex.lazy_runs(params.plan("moderate-overparam", "smoke", dict(base, lazy_output_scale=a)))
+            for a in (1.0, 0.25)}
+    for one, small in zip(runs[1.0], runs[0.25]):
+        assert np.isclose(small["v_sq"], one["v_sq"] / 16, rtol=1e-12)
+        assert np.isclose(small["step"] * small["ntk_min"], one["step"] * one["ntk_min"], rtol=1e-9)
