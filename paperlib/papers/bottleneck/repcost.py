@@ -159,7 +159,8 @@ def jacobian_bounds(layers: list, X: torch.Tensor, ks, slope: float = 0.0, jacob
 def prop9_ratio(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tensor:
     r"""Per input, :math:`Q(u,v)/(Ls_1^{2-2/L})` for the top singular pair (u, v) of Jf(x), where
     :math:`Q(u,v)=\sum_\ell\|J\alpha_{\ell-1}(x)u\|^2\|B_\ell(x)^Tv\|^2`; Prop. 9 says >= 1.
-    Where Jf(x) = 0 (a dead ReLU layer) both sides vanish and the ratio is NaN (0/0)."""
+    Where Jf(x) = 0 (a dead ReLU layer) both sides vanish and the ratio is NaN (left out), also when the computed
+    Jf(x) is zero only to rounding (:func:`jacobian_rounding_floor`)."""
     F = deepfc.input_jacobians(layers, X, slope)
     B = deepfc.backward_jacobians(layers, X, slope)
     J = F[-1]
@@ -168,7 +169,25 @@ def prop9_ratio(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tens
     L = len(layers)
     Q = sum(((F_prev @ u[:, :, None]) ** 2).sum((-2, -1)) * ((b.transpose(1, 2) @ v[:, :, None]) ** 2).sum((-2, -1))
             for F_prev, b in zip(F[:-1], B))
-    return Q / (L * s1 ** (2 - 2 / L))
+    return _unless_zero_jacobian(Q / (L * s1 ** (2 - 2 / L)), s1, layers)
+
+
+def jacobian_rounding_floor(layers: list) -> float:
+    r"""An upper bound on the float64 rounding error of a computed :math:`Jf(x)=W_LD_{L-1}\cdots D_1W_1`
+    (:math:`|D_\ell|\le1`): the standard bound for a product of matrices, :math:`\gamma_{Ln}\prod_\ell\||W_\ell|\|`
+    with :math:`\gamma_k\approx k\,\epsilon`, n the largest width, and the Frobenius norm as an upper bound on
+    :math:`\||W|\|_2`. A computed :math:`\|Jf(x)\|_{op}` below it is zero to rounding, so Prop. 9's right-hand side
+    is zero and the input tests nothing, as where Jf(x) = 0 exactly; the computed ratio is then rounding noise (it
+    reached 6e7 at one input of a trained depth-24 network, where :math:`\|Jf(x)\|_{op}` came out 4e-16 against
+    a median of 7.5, and the mixed derivative's norm 8e-21)."""
+    widest = max(max(W.shape[-2:]) for W, _ in layers)
+    product = math.prod(float(torch.linalg.matrix_norm(W)) for W, _ in layers)
+    return len(layers) * widest * torch.finfo(torch.float64).eps * product
+
+
+def _unless_zero_jacobian(ratio: torch.Tensor, s1: torch.Tensor, layers: list) -> torch.Tensor:
+    """``ratio``, NaN (left out) at the inputs whose ‖Jf(x)‖ (``s1``) is zero to rounding."""
+    return torch.where(s1 > jacobian_rounding_floor(layers), ratio, torch.full_like(ratio, math.nan))
 
 
 def ntk_cross_derivative(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tensor:
@@ -199,7 +218,8 @@ def ntk_diagonal_hessian(layers: list, X: torch.Tensor, slope: float = 0.0, cros
 def prop9_operator_ratios(layers: list, X: torch.Tensor, slope: float = 0.0, readings=("mixed", "diagonal")) -> dict:
     r"""Per input, Prop. 9 as printed, :math:`\|\partial^2_{xy}\Theta(x,x)\|_{op}/(2L\|Jf(x)\|_{op}^{2-2/L})` (>= 1 as
     printed), under both readings of ∂²_xy: ``"mixed"``, the mixed derivative ∂_x∂_yΘ(x, y) at y = x (the proof's
-    own object), and ``"diagonal"``, the Hessian of x ↦ Θ(x, x). NaN where Jf(x) = 0 (both sides vanish)."""
+    own object), and ``"diagonal"``, the Hessian of x ↦ Θ(x, x). NaN where Jf(x) = 0 (both sides vanish), to
+    rounding (:func:`jacobian_rounding_floor`)."""
     L = len(layers)
     F = deepfc.input_jacobians(layers, X, slope)  # one recursion for M and for Jf = F[-1]
     mixed = _cross_derivative(F, deepfc.backward_jacobians(layers, X, slope))
@@ -208,7 +228,7 @@ def prop9_operator_ratios(layers: list, X: torch.Tensor, slope: float = 0.0, rea
     # both are symmetric; the mixed one is PSD (a sum of Kronecker products of Grams), the diagonal one need not be
     operator_norm = lambda matrix: torch.linalg.eigvalsh(matrix).abs().amax(-1)
     matrices = {"mixed": lambda: mixed, "diagonal": lambda: ntk_diagonal_hessian(layers, X, slope, cross=mixed)}
-    return {reading: operator_norm(matrices[reading]()) / bound for reading in readings}
+    return {reading: _unless_zero_jacobian(operator_norm(matrices[reading]()) / bound, s1, layers) for reading in readings}
 
 
 def balanced_rank_one_network(widths: list, s1: float) -> list:

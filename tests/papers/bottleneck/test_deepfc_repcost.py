@@ -632,3 +632,18 @@ def test_prop9_printed_constant_is_twice_the_balanced_rank_one_value(depth):
     # the Hessian along the diagonal doubles Q, and for a rank-one Jacobian nothing exceeds it: exactly the printed bound
     np.testing.assert_allclose(ratios["diagonal"].numpy(), 1.0, atol=2 * tol)
     np.testing.assert_allclose(rc.prop9_ratio(net, X).numpy(), 1.0, atol=2 * tol)
+
+
+def test_prop9_leaves_out_a_jacobian_that_is_zero_only_to_rounding():
+    """Jf(x) = (1, 1, -1)·(0.1, 0.2, 0.3)ᵀ = 0 exactly, but 5.6e-17 in float64: Prop. 9's bound is zero to rounding
+    and the computed ratio is noise (here ‖∂²_xyΘ‖ = 3.14, so the raw ratio is about 1.4e16), so the input is left out
+    (NaN) like an exact zero; an input whose Jacobian is not small keeps its ratio."""
+    net = [(torch.tensor([[0.1], [0.2], [0.3]], dtype=torch.float64), torch.zeros(3, dtype=torch.float64)),
+           (torch.tensor([[1.0, 1.0, -1.0]], dtype=torch.float64), torch.zeros(1, dtype=torch.float64))]
+    X = torch.tensor([[1.0]], dtype=torch.float64)  # every unit active
+    assert 0 < abs(float(df.jacobian(net, X)[0, 0, 0])) <= rc.jacobian_rounding_floor(net)
+    assert torch.isnan(rc.prop9_ratio(net, X)).all()
+    assert all(torch.isnan(ratio).all() for ratio in rc.prop9_operator_ratios(net, X).values())
+    kept = [(net[0][0], net[0][1]), (torch.tensor([[1.0, 1.0, 1.0]], dtype=torch.float64), net[1][1])]  # Jf = 0.6
+    assert not torch.isnan(rc.prop9_ratio(kept, X)).any()
+    assert not any(torch.isnan(ratio).any() for ratio in rc.prop9_operator_ratios(kept, X).values())
