@@ -42,9 +42,16 @@ def input_dim(P) -> int:
     return P.ambient_dim + 1
 
 
-def gram_error(d_in: int, width: int, X: torch.Tensor, K: torch.Tensor, gen: torch.Generator) -> float:
-    """‖ZZᵀ − K‖_F for one draw of the random layer C."""
-    Z = mf.features(mf.random_layer(d_in, width, gen), X)
+def gram_error(d_in: int, width: int, X: torch.Tensor, K: torch.Tensor, gen: torch.Generator,
+               independent_rows: int = 0) -> float:
+    """‖ZZᵀ − K‖_F for one draw of the random layer C. Control ``independent_rows`` r (0: every row independent,
+    the lemma's hypothesis): when 0 < r < ``width``, only the first r rows of the draw are kept, each repeated in
+    turn up to the width, so that ZZᵀ is the mean of r independent terms whatever the width (the same numbers
+    are drawn, so the later draws do not move)."""
+    C = mf.random_layer(d_in, width, gen)
+    if 0 < independent_rows < width:
+        C = C[torch.arange(width) % independent_rows]
+    Z = mf.features(C, X)
     return float(torch.linalg.matrix_norm(Z @ Z.T - K))
 
 
@@ -72,7 +79,8 @@ def random_layer(P) -> SimpleNamespace:
         Xg = sphere_points(n_pts, d_in, gen)
         K = mf.relu_kernel_gram(Xg, Xg)
         for width in P.gram_widths:
-            out.gram_err[n_pts, width] = float(np.mean([gram_error(d_in, width, Xg, K, gen) for _ in range(3)]))
+            out.gram_err[n_pts, width] = float(np.mean([gram_error(d_in, width, Xg, K, gen, P.gram_independent_rows)
+                                                        for _ in range(3)]))
     out.slopes = [stats.loglog_slope(P.gram_widths, [out.gram_err[n, w] for w in P.gram_widths]) for n in P.gram_sizes]
     n0, n1 = P.gram_sizes[0], P.gram_sizes[-1]
     out.growth = np.mean([out.gram_err[n1, w] / out.gram_err[n0, w] for w in P.gram_widths]) / (n1 / n0)
@@ -122,7 +130,8 @@ def width_rule(P, out: SimpleNamespace, eps: float = 1.0, delta: float = 0.1) ->
         Xg = sphere_points(n_pts, out.d_in, gen)
         out.rule_norms.append(float((Xg.norm(dim=1) - 1).abs().max()))
         K = mf.relu_kernel_gram(Xg, Xg)
-        errs = [gram_error(out.d_in, math.ceil(out.paper_width[n_pts]), Xg, K, gen) for _ in range(5)]
+        errs = [gram_error(out.d_in, math.ceil(out.paper_width[n_pts]), Xg, K, gen, P.gram_independent_rows)
+                for _ in range(5)]
         out.rule_err[n_pts] = float(np.median(errs))
 
 
@@ -167,7 +176,8 @@ def convex_facts(P, m=5, n=20, width=40, rank=8, lam1=3e-3, lam2=1e-3, gd_weight
     delta0 = float(torch.linalg.matrix_norm(A.T @ A - B @ B.T))
     for _ in range(gd_steps):
         A_, B_ = A.clone().requires_grad_(True), B.clone().requires_grad_(True)
-        loss = objective(A_ @ B_) + gd_weight_decay * ((A_ ** 2).sum() + (B_ ** 2).sum())
+        # control gd_weight_decay_ratio: lambda2 / lambda1 (1, the claim's lambda1 = lambda2, in every preset)
+        loss = objective(A_ @ B_) + gd_weight_decay * ((A_ ** 2).sum() + P.gd_weight_decay_ratio * (B_ ** 2).sum())
         gA, gB = torch.autograd.grad(loss, [A_, B_])
         A, B = A - gd_lr * gA, B - gd_lr * gB
     decay = float(torch.linalg.matrix_norm(A.T @ A - B @ B.T)) / delta0
@@ -277,7 +287,8 @@ class Tracks:
         rep = lambda Xin: (mf.features(C_dev, mf.with_bias(Xin.to(device))) @ B_dev.T).cpu()
         R_tr, R_te = Z @ B_dev.T, Zt @ B_dev.T
         return self.evaluate(fam, gen, rep, (R_tr @ A_dev.T).cpu(), lab, (R_te @ A_dev.T).cpu(), labt, R_tr.cpu(),
-                             R_te.cpu(), Xt, theta_scale, extra=dict(A=A, B=B, C=C, Z=Z.cpu(), Zt=Zt.cpu(), lab=lab, labt=labt))
+                             R_te.cpu(), Xt, theta_scale, extra=dict(A=A, B=B, C=C, Z=Z.cpu(), Zt=Zt.cpu(), lab=lab, labt=labt),
+                             label=("theory", seed_label, m, theta_scale))
 
     def paper(self, kind, seed_label=0):
         """The paper-track MLP on family ``kind``, draw ``seed_label``. The first call trains the MLPs of every
@@ -310,7 +321,7 @@ class Tracks:
             rep = lambda Xin, model=model, norm=norm: mf.mlp_representation(model, norm(Xin))
             (out_tr, R_tr), (out_te, R_te) = mf.mlp_outputs(model, norm(X)), mf.mlp_outputs(model, norm(Xt))
             self.runs["paper", *pair] = self.evaluate(fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt,
-                                                      P.theta_scale, raw=norm(Xt))
+                                                      P.theta_scale, raw=norm(Xt), label=("paper", pair[1]))
 
     def draws(self, kind, track):
         """Table 1's ``table1_seeds`` independent draws of generator ``kind`` on ``track``, draw 0 first (the
@@ -318,10 +329,19 @@ class Tracks:
         run = self.theory if track == "theory" else self.paper
         return [run(kind, seed_label=s) for s in range(self.P.table1_seeds)]
 
-    def evaluate(self, fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt, theta_scale, raw=None, extra=None):
+    def transfer_family(self, fam, *label):
+        """The family of the unseen manifolds of the transfer set (and so of the one-shot test): ``fam``, or (control
+        ``transfer_new_geometry``) a fresh family of the same kind, new maps V_i, W_i from a stream of its own."""
+        if not self.P.transfer_new_geometry:
+            return fam
+        return mf.manifold_family(fam.kind, self.P.ambient_dim, self.P.latent_dim,
+                                  generator(self.P.seed, "new-geometry", fam.kind, *label), theta_shift=self.P.theta_shift)
+
+    def evaluate(self, fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt, theta_scale, raw=None, extra=None,
+                 label=()):
         P = self.P
         gamma_tf = mf.latents(P.transfer_manifolds, P.latent_dim, gen)
-        X_tf, lab_tf = fam.sample(gamma_tf, P.transfer_per_manifold, theta_scale, gen)
+        X_tf, lab_tf = self.transfer_family(fam, *label).sample(gamma_tf, P.transfer_per_manifold, theta_scale, gen)
         gamma_rec = mf.latents(P.recovery_manifolds, P.latent_dim, gen)
         X_rec, _ = fam.sample(gamma_rec, 1, theta_scale, gen)
         # the recovery map is fitted on its own set of many manifolds (the paper's 10 000 x 5): fitted on the few

@@ -47,7 +47,7 @@ def tiny_table1_params(table1_seeds):
                            weight_decay=0.01, random_width=32, theory_width=4, theory_weight_decay=1e-4,
                            variance_reg=1.0, theory_steps=5, theory_lr=3e-3, transfer_manifolds=4,
                            transfer_per_manifold=3, recovery_manifolds=5, recovery_fit_manifolds=20,
-                           table1_seeds=table1_seeds)
+                           table1_seeds=table1_seeds, transfer_new_geometry=False)
 
 
 def same_run(a, b):
@@ -81,3 +81,34 @@ def test_table1_markdown_shows_draw_zero_and_the_range_over_draws():
     assert ex.seed_spread(draws, "paper") == {"mix": pytest.approx((max(rhos) - min(rhos)) / (sum(rhos) / 2))}
     single = ex.table1_markdown({key: runs[:1] for key, runs in draws.items()})
     assert "[" not in single.split("\n\n")[1] and "Brackets" not in single
+
+
+def test_shared_rows_control_repeats_the_first_rows_and_draws_the_same_numbers():
+    """Control gram_independent_rows: Z Z^T averages r independent terms at every width, the same numbers are
+    drawn (the later draws do not move), and r = 0 or r >= width is the ordinary layer."""
+    d_in, width, r = 5, 12, 3
+    X = ex.sphere_points(4, d_in, torch.Generator().manual_seed(1))
+    K = ex.mf.relu_kernel_gram(X, X)
+    plain, shared, wide = (torch.Generator().manual_seed(2) for _ in range(3))
+    assert ex.gram_error(d_in, width, X, K, plain) == ex.gram_error(d_in, width, X, K, wide, independent_rows=width)
+    error = ex.gram_error(d_in, width, X, K, shared, independent_rows=r)
+    assert torch.equal(torch.randn(3, generator=plain), torch.randn(3, generator=shared))
+    C = ex.mf.random_layer(d_in, width, torch.Generator().manual_seed(2))[:r]
+    Z = ex.mf.features(C, X)
+    assert error == pytest.approx(float(torch.linalg.matrix_norm(width / r * Z @ Z.T - K)), rel=1e-12)
+
+
+def test_new_geometry_control_moves_only_the_unseen_manifolds():
+    """Control transfer_new_geometry: the transfer set comes from a fresh family of the same kind; the training
+    run, its accuracy and the recovery of gamma (fitted and tested on the training geometry) do not move."""
+    same, other = ex.Tracks(tiny_table1_params(1), "cpu"), ex.Tracks(tiny_table1_params(1), "cpu")
+    other.P.transfer_new_geometry = True
+    fam, _ = same.family("mix", 0)
+    assert same.transfer_family(fam, "x") is fam
+    new = other.transfer_family(fam, "x")
+    assert new.kind == "mix" and not torch.equal(new.V, fam.V)
+    assert torch.equal(new.V, other.transfer_family(fam, "x").V) and not torch.equal(new.V, other.transfer_family(fam, "y").V)
+    for track in ("theory", "paper"):
+        a, b = getattr(same, track)("mix"), getattr(other, track)("mix")
+        assert a["acc_test"] == b["acc_test"] and a["recovery"] == b["recovery"] and a["test"].rho == b["test"].rho
+        assert not torch.equal(a["R_tf"], b["R_tf"])
