@@ -510,9 +510,11 @@ def _cell(value) -> str:
 
 
 def plain(text) -> str:
-    """Plain text (a statement, a reason) made safe for Markdown: ``*`` and ``_`` outside `code` spans are
-    escaped, so that "k*L ... k*" or "log|A|_+ ... x_i" is not read as emphasis."""
-    parts = re.split(r"(`[^`]+`)", str(text))
+    """Plain text (a statement, a reason) for a reader, made safe for Markdown: its ASCII maths typeset
+    (:func:`paperlib.core.typeset.maths`: "lambda_min(J0 J0^T) >= ..." reads "λ_min(J0 J0ᵀ) ≥ ..."), then ``*``
+    and ``_`` outside `code` spans escaped, so that "k*L ... k*" or "log|A|_+ ... x_i" is not read as emphasis."""
+    from paperlib.core.typeset import maths
+    parts = re.split(r"(`[^`]+`)", maths(text))
     return "".join(part if part.startswith("`") else re.sub(r"([*_])", r"\\\1", part) for part in parts)
 
 
