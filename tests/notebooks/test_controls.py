@@ -3,6 +3,8 @@ notebooks/presets/<paper>/controls.yaml names settings where the paper's own arg
 predicts failure, and the claims that must then come out "not reproduced". The
 consistency checks (our code, identities) must pass in the control run too."""
 
+import json
+
 import pytest
 
 from chapter_runs import controls, run_smoke
@@ -23,6 +25,17 @@ def test_every_chapter_has_a_control(paper):
         assert isinstance(held, dict) and all(isinstance(why, str) and why for why in held.values()), entry
         assert not set(held) & set(entry["flips"]), entry
         P.validate(paper, dict(P.load_preset(paper, "smoke"), **entry["parameters"], preset="smoke"))
+
+
+@pytest.mark.parametrize("paper", P.available_papers())
+def test_every_flip_is_a_change_from_the_smoke_reference(paper):
+    """A control's flip must be a change: a claim already "not reproduced" in the committed smoke run (seed 0,
+    the seed CI runs the controls at) would pass the control test whatever the control did."""
+    reference = json.loads((P.REPO_ROOT / "tests" / "references" / f"{paper}.json").read_text())
+    verdicts = {c["id"]: c["verdict"] for c in reference["claims"]}
+    not_a_change = {(entry["name"], claim): verdicts.get(claim) for entry in controls(paper) for claim in entry["flips"]
+                    if verdicts.get(claim) != "reproduced"}
+    assert not not_a_change, not_a_change
 
 
 @pytest.mark.notebook
