@@ -45,7 +45,7 @@ class Chapter:
         self.ledger_path = self.ledger.save()
         glue("verdict_summary", Markdown(self.ledger.summary()), display=False)
         display(Markdown(self.ledger.findings_markdown()))
-        coverage = controls.coverage_markdown(self.ledger.paper, self.ledger.claims, self.ledger.declared)
+        coverage = controls.coverage_markdown(self.ledger.paper, self.ledger.claims)
         if coverage:
             display(Markdown(coverage))
         for note in notes:

@@ -3,22 +3,24 @@
 from paperlib.core import controls
 
 
-DECLARED = {"fig2-contour-{name}-n{n}": {}, "plain-claim": {}, "other": {}}
-
-
-def test_family_maps_an_id_to_its_template_and_leaves_others_alone():
-    assert controls.family("fig2-contour-relu-n100", DECLARED) == "fig2-contour-{name}-n{n}"
-    assert controls.family("plain-claim", DECLARED) == "plain-claim"
-    assert controls.family("fig2-contour", DECLARED) == "fig2-contour"  # no member: not the template
-
-
-def test_a_control_on_one_member_at_smoke_covers_the_family_at_every_preset(monkeypatch):
+def test_a_control_on_one_member_at_smoke_covers_its_other_sizes_but_not_its_other_names(monkeypatch):
+    """A flip of fig2-contour-relu-n20 at smoke covers fig2-contour-relu-n100 (the same claim at another preset's
+    size), not fig2-contour-softplus-n100 nor a claim the smoke run records and the control does not flip."""
     monkeypatch.setattr(controls, "load", lambda paper: [{"name": "large-step", "flips": ["fig2-contour-relu-n20"]}])
-    claims = [{"id": "fig2-contour-softplus-n100", "kind": "prediction"}, {"id": "plain-claim", "kind": "prediction"},
-              {"id": "other", "kind": "consistency"}]
-    text = controls.coverage_markdown("any", claims, DECLARED)
-    assert text.startswith("**Control coverage.** 1 of the 2 predictions")
-    assert "`plain-claim`" in text and "`other`" not in text and "`large-step`" in text
+    claims = [{"id": "fig2-contour-relu-n100", "kind": "prediction"}, {"id": "fig2-contour-softplus-n100", "kind": "prediction"},
+              {"id": "plain-claim", "kind": "prediction"}, {"id": "other", "kind": "consistency"}]
+    text = controls.coverage_markdown("any", claims, smoke_ids={"fig2-contour-relu-n20", "fig2-contour-softplus-n20"})
+    assert text.startswith("**Control coverage.** 1 of the 3 predictions")
+    assert "`fig2-contour-softplus-n100`" in text and "`plain-claim`" in text and "`other`" not in text
+    assert "`large-step`" in text
+
+
+def test_a_claim_the_smoke_run_records_is_covered_only_by_its_own_flip(monkeypatch):
+    """C9d-fc-beat-kernels-N1000 flipped does not cover C9d-fc-beat-kernels-N2000 when smoke records both."""
+    monkeypatch.setattr(controls, "load", lambda paper: [{"name": "no-base-signal", "flips": ["C9d-N1000"]}])
+    claims = [{"id": "C9d-N1000", "kind": "prediction"}, {"id": "C9d-N2000", "kind": "prediction"}]
+    text = controls.coverage_markdown("any", claims, smoke_ids={"C9d-N1000", "C9d-N2000"})
+    assert text.startswith("**Control coverage.** 1 of the 2 predictions") and "`C9d-N2000`" in text
 
 
 def test_every_chapter_reads_its_controls():
@@ -32,7 +34,7 @@ def test_a_claim_that_held_against_a_control_is_named_as_weaker_evidence(monkeyp
         {"name": "large-step", "flips": ["other"], "held": {"fig2-contour-relu-n20": "the grid is too coarse"}}])
     claims = [{"id": "fig2-contour-relu-n20", "kind": "prediction"}, {"id": "fig2-contour-softplus-n20", "kind": "prediction"},
               {"id": "plain-claim", "kind": "prediction"}, {"id": "other", "kind": "prediction"}]
-    text = controls.coverage_markdown("any", claims, DECLARED)
+    text = controls.coverage_markdown("any", claims, smoke_ids={c["id"] for c in claims})
     assert text.startswith("**Control coverage.** 1 of the 4 predictions")
     assert "weaker evidence" in text and "- `fig2-contour-relu-n20` under `large-step`: the grid is too coarse" in text
     # held is by exact id: another member of the family did not hold against anything
