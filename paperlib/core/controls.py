@@ -27,9 +27,8 @@ def load(paper: str) -> list[dict]:
 
 def smoke_claim_ids(paper: str) -> set:
     """The claim ids of the committed smoke run (``tests/references/<paper>.json``), empty when there is none."""
-    import json
-    path = params.REPO_ROOT / "tests" / "references" / f"{paper}.json"
-    return {c["id"] for c in json.loads(path.read_text(encoding="utf-8"))["claims"]} if path.exists() else set()
+    from paperlib.core import published
+    return set(published.current_smoke_claims(paper)) if (params.REFERENCE_DIR / f"{paper}.json").exists() else set()
 
 
 def _sizes_blanked(claim_id: str) -> str:

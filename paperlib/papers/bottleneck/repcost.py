@@ -169,7 +169,7 @@ def prop9_ratio(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tens
     L = len(layers)
     Q = sum(((F_prev @ u[:, :, None]) ** 2).sum((-2, -1)) * ((b.transpose(1, 2) @ v[:, :, None]) ** 2).sum((-2, -1))
             for F_prev, b in zip(F[:-1], B))
-    return _unless_zero_jacobian(Q / (L * s1 ** (2 - 2 / L)), s1, layers)
+    return (Q / (L * s1 ** (2 - 2 / L))).masked_fill(_zero_jacobian(s1, layers), math.nan)
 
 
 def jacobian_rounding_floor(layers: list) -> float:
@@ -185,9 +185,9 @@ def jacobian_rounding_floor(layers: list) -> float:
     return len(layers) * widest * torch.finfo(torch.float64).eps * product
 
 
-def _unless_zero_jacobian(ratio: torch.Tensor, s1: torch.Tensor, layers: list) -> torch.Tensor:
-    """``ratio``, NaN (left out) at the inputs whose ‖Jf(x)‖ (``s1``) is zero to rounding."""
-    return torch.where(s1 > jacobian_rounding_floor(layers), ratio, torch.full_like(ratio, math.nan))
+def _zero_jacobian(s1: torch.Tensor, layers: list) -> torch.Tensor:
+    """True at the inputs whose ‖Jf(x)‖ (``s1``) is zero to rounding: their Prop. 9 ratios are left out (NaN)."""
+    return s1 <= jacobian_rounding_floor(layers)
 
 
 def ntk_cross_derivative(layers: list, X: torch.Tensor, slope: float = 0.0) -> torch.Tensor:
@@ -228,7 +228,8 @@ def prop9_operator_ratios(layers: list, X: torch.Tensor, slope: float = 0.0, rea
     # both are symmetric; the mixed one is PSD (a sum of Kronecker products of Grams), the diagonal one need not be
     operator_norm = lambda matrix: torch.linalg.eigvalsh(matrix).abs().amax(-1)
     matrices = {"mixed": lambda: mixed, "diagonal": lambda: ntk_diagonal_hessian(layers, X, slope, cross=mixed)}
-    return {reading: _unless_zero_jacobian(operator_norm(matrices[reading]()) / bound, s1, layers) for reading in readings}
+    zero = _zero_jacobian(s1, layers)
+    return {reading: (operator_norm(matrices[reading]()) / bound).masked_fill(zero, math.nan) for reading in readings}
 
 
 def balanced_rank_one_network(widths: list, s1: float) -> list:
