@@ -32,6 +32,7 @@ __all__ = [
     "gd_shallow",
     "sgd_shallow",
     "sgd_shallow_runs",
+    "linearized_sgd_residual_norms",
 ]
 
 #: a run whose relative residual ||r||/||y|| exceeds this is declared diverged
@@ -397,3 +398,32 @@ def sgd_shallow_runs(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torc
         W.baddbmm_((a * step[:, None])[:, :, None], x[:, None, :], alpha=-1.0)
     return [history.result(W[run].clone(), label_norm, iterations[run], diverged_at[run], None)
             for run, history in enumerate(histories)]
+
+
+def linearized_sgd_residual_norms(K0, r0, lrs, indices, log_every: int = 1) -> np.ndarray:
+    r"""SGD on the model linearized at :math:`\mathbf W_0`, one run per step size in ``lrs``, in residual space.
+
+    The linearized model :math:`f(\mathbf W_0)+\mathcal J_0\,\mathrm{vec}(\mathbf W-\mathbf W_0)` under the
+    one-sample step of :func:`sgd_shallow` on sample :math:`i` moves its residual by
+    :math:`\mathbf r\leftarrow\mathbf r-\eta\,r_i\,\mathbf K_0\mathbf e_i`, with
+    :math:`\mathbf K_0=\mathcal J_0\mathcal J_0^T`: only :math:`n` numbers per step, whatever the width.
+    ``indices`` (R, T) are the runs' samples, as :func:`sgd_shallow` drew them (regenerate them from the same
+    stream: ``torch.randint(n, (T,), generator=...)``). It separates what the network's curvature does to a
+    rate from what the linear dynamics over a finite window already do. Returns the residual norms (R, L) at
+    steps 0, ``log_every``, 2 ``log_every``, ... and the last step."""
+    _check_log_every(log_every)
+    K0 = np.asarray(K0, dtype=np.float64)
+    indices = np.asarray(indices, dtype=np.int64)
+    lrs = np.asarray(lrs, dtype=np.float64)
+    if indices.ndim != 2 or indices.shape[0] != lrs.size:
+        raise ValueError(f"indices must be (runs, steps) with one row per step size: {indices.shape}, {lrs.size} steps")
+    runs, num_steps = indices.shape
+    r = np.tile(np.asarray(r0, dtype=np.float64), (runs, 1))          # (R, n)
+    rows = np.arange(runs)
+    logged = [np.linalg.norm(r, axis=1)]
+    for tau in range(num_steps):
+        i = indices[:, tau]
+        r -= (lrs * r[rows, i])[:, None] * K0[i]                       # K0 is symmetric: row i is column i
+        if (tau + 1) % log_every == 0 or tau + 1 == num_steps:
+            logged.append(np.linalg.norm(r, axis=1))
+    return np.stack(logged, axis=1)

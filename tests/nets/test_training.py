@@ -8,7 +8,10 @@ from tolerances import rounding
 from paperlib.core.seeding import generator
 from paperlib.data.synthetic import gaussian_labels, sphere_points
 from paperlib.nets.shallow import initial_weights, output_weights, shallow_residual_and_gradient
-from paperlib.nets.training import gd_shallow, is_diverged, sgd_shallow, sgd_shallow_runs
+from paperlib.maths.activations import Activation
+from paperlib.maths.linalg import shallow_jacobian_gram
+from paperlib.nets.training import (gd_shallow, is_diverged, linearized_sgd_residual_norms, sgd_shallow,
+                                   sgd_shallow_runs)
 
 TOL = 2.5e-3
 
@@ -255,3 +258,31 @@ def test_batched_sgd_runs_are_the_runs_one_at_a_time():
         np.testing.assert_allclose(run.path_lengths, alone.path_lengths, rtol=tol)
         torch.testing.assert_close(run.W, alone.W, rtol=tol, atol=rounding(float(alone.W.abs().max()), terms=(30 + 5) * steps))
     assert runs[2].diverged  # the test covers the freezing of a diverged run
+
+
+#: phi(z) = z: the network v^T W x is linear in W, so it IS its linearization at W0
+IDENTITY = Activation("identity", phi=lambda z: z.clone(), dphi=torch.ones_like, d2phi=torch.zeros_like,
+                      smooth=True, derivative_bound=1.0, second_derivative_bound=0.0)
+
+
+def test_linearized_sgd_is_sgd_on_a_network_linear_in_its_weights():
+    """With the identity activation the network equals its linearization, so SGD on it and the residual-space
+    recursion r <- r - eta r_i K0 e_i must give the same residuals, run by run, for the same drawn samples.
+    Would catch: a step on the wrong sample, a missing factor eta or r_i, a column of K0 for a row, or logging
+    at other steps than sgd_shallow's."""
+    X, y, W0, v = _easy_problem(n=8, d=5, k=6)
+    lrs, steps, log_every = [0.05, 0.02], 40, 8
+    runs = [sgd_shallow(X, y, W0, v, IDENTITY, lr=lr, num_steps=steps,
+                        generator=torch.Generator().manual_seed(s), log_every=log_every)
+            for s, lr in zip((3, 4), lrs)]
+    indices = [torch.randint(8, (steps,), generator=torch.Generator().manual_seed(s)).numpy() for s in (3, 4)]
+    K0 = shallow_jacobian_gram(X, W0, v, IDENTITY).numpy()
+    r0 = (X @ W0.T @ v - y).numpy()
+    norms = linearized_sgd_residual_norms(K0, r0, lrs, np.stack(indices), log_every=log_every)
+    assert norms.shape == (2, steps // log_every + 1)
+    # each step sums k d = 30 products per residual entry in the network, n = 8 in the recursion
+    tol = rounding(float(np.linalg.norm(r0)) + float(y.norm()), terms=steps * (30 + 8))
+    for run, row in zip(runs, norms):
+        assert np.allclose(row, run.residual_norms, rtol=0, atol=tol)
+    with pytest.raises(ValueError, match="one row per step size"):
+        linearized_sgd_residual_norms(K0, r0, [0.1], np.stack(indices))

@@ -27,7 +27,7 @@ from paperlib.maths.activations import activation_constants, activation_hermite_
 from paperlib.maths.kernels import (feature_covariance, monte_carlo_feature_covariance,
                                     monte_carlo_neural_covariance, neural_covariance)
 from paperlib.nets.shallow import initial_weights, output_weights
-from paperlib.nets.training import gd_shallow, sgd_shallow, sgd_shallow_runs
+from paperlib.nets.training import gd_shallow, linearized_sgd_residual_norms, sgd_shallow, sgd_shallow_runs
 from paperlib.papers.moderate_overparam import overparam
 from paperlib.papers.moderate_overparam.phase import PhaseCell, fit_cells
 
@@ -301,6 +301,19 @@ def theorem_looseness(P, lazy, name) -> float:
                     for r in select(lazy, name)])
 
 
+def rate_gap_causes(ratio: float, after_drift: float, window: float) -> list[str]:
+    """Which of two effects accounts for at least half of a rate ratio's distance from 1: the NTK's drift
+    (``after_drift``, the ratio with the last iterate's lambda_min, is then near 1) or the fitting window
+    (``window``, the ratio the model linearized at W0 gives over the same window, is then away from 1)."""
+    causes = []
+    if abs(after_drift - 1) <= abs(ratio - 1) / 2:
+        causes.append("the NTK moved during training (the network is not linear at this width)")
+    if abs(window - 1) >= abs(ratio - 1) / 2:
+        causes.append("the fitting window is too short for the slowest mode to dominate (the linearized "
+                      "model itself gives a ratio away from 1 there)")
+    return causes
+
+
 def linearized_rate_explanations(P, lazy) -> str:
     """For every run at k >= 500 outside ``linearized_rate_range``: the NTK's drift and the fitting
     window's effect, and which of them accounts for at least half of the distance from 1."""
@@ -313,12 +326,7 @@ def linearized_rate_explanations(P, lazy) -> str:
                 continue
             after_drift = (1 - r["rate"]) / (r["step"] * r["ntk_min_final"])
             window = (1 - r["linear_rate"]) / (r["step"] * r["ntk_min"])
-            causes = []  # a cause is named when it accounts for at least half of the distance from 1
-            if abs(after_drift - 1) <= abs(ratio - 1) / 2:
-                causes.append("the NTK moved during training (the network is not linear at this width)")
-            if abs(window - 1) >= abs(ratio - 1) / 2:
-                causes.append("the fitting window is too short for the slowest mode to dominate (the linearized "
-                              "model itself gives a ratio away from 1 there)")
+            causes = rate_gap_causes(ratio, after_drift, window)
             sentences.append(
                 f"{name}, seed {r['seed']}, k = {r['k']}: ratio {ratio:.3f}, outside [{low}, {high}]. During training "
                 f"λmin(JJᵀ) changed by a factor {r['ntk_min_final'] / r['ntk_min']:.3f}; with the last iterate's λmin the "
@@ -585,6 +593,25 @@ def random_features(P, name) -> SimpleNamespace:
     return out
 
 
+def epoch_rate(residual_norms, logged_iters, num_samples: int) -> float:
+    """The per-epoch contraction of an SGD run's residual norm, fitted over the second half of the run."""
+    return stats.fitted_rate(residual_norms, np.asarray(logged_iters) / num_samples, floor=1e-10 * residual_norms[0])
+
+
+def sgd_passes_diagnosis(run) -> str:
+    """Per SGD run with GD's step: the ratio, the NTK's drift, the ratio with the last iterate's lambda_min,
+    the ratio SGD on the model linearized at W0 gives over the same window, and which accounts for the gap."""
+    parts = []
+    for seed, (ratio, final, window) in enumerate(zip(run.gap_ratio, run.ntk_min_final, run.linear_gap_ratio)):
+        after_drift = ratio * run.ntk_min / final
+        causes = rate_gap_causes(ratio, after_drift, window)
+        parts.append(f"run {seed}: ratio {ratio:.3f}; λmin(JJᵀ) changed by a factor {final / run.ntk_min:.3f}, and with the "
+                     f"last iterate's λmin the ratio is {after_drift:.3f}; SGD on the model linearized at W₀, with the "
+                     f"same samples and fitted over the same window, gives {window:.3f}"
+                     + (" (most of the gap from 1: " + "; and ".join(causes) + ")" if causes else ""))
+    return "Accepted range: parameter sgd_passes_range (spec A14). Per run: " + ". ".join(parts) + "."
+
+
 def sgd(P, device=None, batched: bool | None = None) -> SimpleNamespace:
     """Softplus, one sample per step: ``lazy_seeds`` runs with Thm 2.6's step (mean squared residual against
     the bound (2.10), distance travelled) and with GD's step (per-epoch contraction against GD's linearized
@@ -619,8 +646,17 @@ def sgd(P, device=None, batched: bool | None = None) -> SimpleNamespace:
     out.distances = [float(run.distances[-1]) for run in theorem_runs]
     out.step_gd = step_gd
     out.ntk_min = linalg.min_eigenvalue(linalg.shallow_jacobian_gram(X, W0, v, act))
-    epoch_rates = [stats.fitted_rate(run.residual_norms, np.asarray(run.logged_iters) / n,
-                                     floor=1e-10 * run.residual_norms[0]) for run in fast_runs]
+    epoch_rates = [epoch_rate(run.residual_norms, run.logged_iters, n) for run in fast_runs]
     out.gap_ratio = [(1 - rate) / (out.step_gd * out.ntk_min) for rate in epoch_rates]
+    # why a ratio leaves 1: the NTK at the last iterate, and SGD on the model linearized at W0 with the
+    # same samples (the streams drawn again, as the runs drew them)
+    out.ntk_min_final = [linalg.min_eigenvalue(linalg.shallow_jacobian_gram(X, run.W.cpu(), v, act)) for run in fast_runs]
+    indices = np.stack([torch.randint(n, (out.steps,), generator=generator(P.seed, "sgd-fast", s)).numpy()
+                        for s in range(P.lazy_seeds)])
+    K0 = linalg.shallow_jacobian_gram(X, W0, v, act).numpy()
+    r0 = (act.phi(X @ W0.T) @ v - y).numpy()
+    linear = linearized_sgd_residual_norms(K0, r0, [step_gd] * P.lazy_seeds, indices, log_every=n)
+    linear_iters = np.minimum(np.arange(linear.shape[1]) * n, out.steps)
+    out.linear_gap_ratio = [(1 - epoch_rate(norms, linear_iters, n)) / (out.step_gd * out.ntk_min) for norms in linear]
     out.fast = np.array([np.asarray(run.residual_norms) ** 2 for run in fast_runs])
     return out
