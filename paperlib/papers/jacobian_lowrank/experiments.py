@@ -57,10 +57,17 @@ def linear_prelude(P, device=None) -> SimpleNamespace:
     checkpoints = [0, P.lin_steps // 10, P.lin_steps]
     mc = [lin.monte_carlo_population_loss(path[t], P.lin_mc_draws, generator(P.seed, "linear-mc", t), device)[0] for t in checkpoints]
     sv = np.linalg.svd(np.asarray(lin.X, dtype=np.float64), compute_uv=False)
+    # a singular value below the SVD's rounding (max(n, d) eps s_1) is zero: GD never moves along it
+    sv = np.where(sv > max(lin.X.shape) * np.finfo(np.float64).eps * sv[0], sv, 0.0)
     return SimpleNamespace(total=total, info_part=info_part, nuis_part=nuis_part, checkpoints=checkpoints, mc=mc,
                            mc_error=max(abs(m.total - total[t]) / total[t] for m, t in zip(mc, checkpoints)),
                            best=int(np.argmin(total)),
-                           tau_info=1 / (lr * sv[P.lin_rank - 1] ** 2), tau_noise=1 / (lr * sv[P.lin_rank] ** 2))
+                           tau_info=time_constant(lr, sv[P.lin_rank - 1]), tau_noise=time_constant(lr, sv[P.lin_rank]))
+
+
+def time_constant(lr: float, singular_value: float) -> float:
+    """GD's time constant 1/(η s²) along a singular direction of X, in iterations; infinite where s is 0."""
+    return 1 / (lr * singular_value ** 2) if singular_value > 0 else math.inf
 
 
 # ------------------------------------------------------------------ §2–4 the theory network on the mixture
