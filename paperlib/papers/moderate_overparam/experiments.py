@@ -656,6 +656,7 @@ def sgd(P, device=None, batched: bool | None = None) -> SimpleNamespace:
     K0 = linalg.shallow_jacobian_gram(X, W0, v, act).numpy()
     r0 = (act.phi(X @ W0.T) @ v - y).numpy()
     linear = linearized_sgd_residual_norms(K0, r0, [step_gd] * P.lazy_seeds, indices, log_every=n)
+    out.linear_sq = linear ** 2
     linear_iters = np.minimum(np.arange(linear.shape[1]) * n, out.steps)
     out.linear_gap_ratio = [(1 - epoch_rate(norms, linear_iters, n)) / (out.step_gd * out.ntk_min) for norms in linear]
     out.fast = np.array([np.asarray(run.residual_norms) ** 2 for run in fast_runs])

@@ -172,6 +172,10 @@ def sgd(P, run):
     plotting.prediction_vs_measurement(ax, epochs, run.fast / run.fast[:, :1], (1 - run.step_gd * run.ntk_min) ** (2 * epochs),
                                        label="SGD, GD step: ‖r‖²/‖r₀‖²", prediction_label="GD linearized (per epoch)",
                                        color=plotting.PALETTE[1], logy=True)
+    # the same SGD on the model linearized at W0: what the linear dynamics alone do over this window
+    linear_epochs = np.arange(run.linear_sq.shape[1])
+    ax.semilogy(linear_epochs, np.mean(run.linear_sq / run.linear_sq[:, :1], axis=0), ":", color=plotting.PALETTE[2],
+                linewidth=2, label="SGD, GD step, on the model linearized at W₀ (same samples; mean)")
     ax.set_xlabel("epoch (n SGD steps)"); ax.set_ylabel("relative squared residual")
     lowest = float(np.nanmin(run.fast / run.fast[:, :1]))
     ax.set_ylim(max(lowest / 10, 1e-16), 2)
