@@ -36,7 +36,9 @@ def summary(P, study, widths, sens, fig4):
     against error."""
     T, n_focus = study.T, P.focus_num_train
     kernel_results, net_results = study.kernel_results, study.net_results
-    fig, axes = plt.subplots(2, 2, figsize=(10.5, 8.5))  # narrower: shown at the column width, labels stay legible
+    # narrower: shown at the column width, labels stay legible; taller: the top panels' legends sit below them,
+    # where they hide no point or curve
+    fig, axes = plt.subplots(2, 2, figsize=(10.5, 11))
     ax = axes[0, 0]
     for name, color in zip(P.kernels, plotting.PALETTE):
         ax.plot(study.n_curve, study.predicted_curve[name], color=color, lw=1.2, label=f"{study.kernel_fns[name].label} (D3)")
@@ -51,13 +53,13 @@ def summary(P, study, widths, sens, fig4):
         ax.errorbar(ns, medians, yerr=[lo, hi], marker=next(markers), color="k" if "3resnet" in label else "0.45",
                     ls="-" if label == RESNET else "--", ms=6, label=label, capsize=3)
     ax.axhline(T, color="0.3", ls=":", label="k α² (F only)")
-    # lower right, clear of the networks (small N) and of the kernels' late drops (N near 1e7)
-    first = ax.legend(fontsize=6.5, ncol=2, loc="lower right", bbox_to_anchor=(0.9, 0.0),
+    first = ax.legend(fontsize=6.5, ncol=2, loc="upper left", bbox_to_anchor=(-0.02, -0.14),
                       title="curves: D3's prediction; dots: measured", title_fontsize=6.5)
     methods = list(dict.fromkeys(m for (m, _), r in kernel_results.items() if r["kind"] == "network"))
     handles = plot_network_kernels(ax, methods, study.kernel_sizes,
                                    lambda m: [kernel_results[m, n]["error"] for n in study.kernel_sizes])
-    ax.legend(handles=handles, fontsize=6.5, loc="upper right", title="kernels of the initial networks", title_fontsize=6.5)
+    ax.legend(handles=handles, fontsize=6.5, loc="upper right", bbox_to_anchor=(1.02, -0.14),
+              title="kernels of the initial networks", title_fontsize=6.5)
     ax.add_artist(first)
     ax.set_xscale("log"); ax.set_yscale("log"); ax.set_ylim(1e-4, 30)
     ax.set_xlabel("N (training samples)"); ax.set_ylabel("test error (sum of squares over 15 outputs)")
@@ -73,7 +75,7 @@ def summary(P, study, widths, sens, fig4):
     ax.set_xscale("log"); ax.set_yscale("log")
     ax.set_xlabel("m (width of each hidden layer)"); ax.set_ylabel("test error (sum of squares over 15 outputs)")
     ax.set_title(f"(b) Figure 2's layout at N = {n_focus}:\nnetworks (median) and their initial kernels")
-    ax.legend(fontsize=6.5, ncol=2, loc="center right")
+    ax.legend(fontsize=6.5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14))
 
     ax = axes[1, 0]
     if sens.beta:
