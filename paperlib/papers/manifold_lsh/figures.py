@@ -84,9 +84,13 @@ def collapse(P, traces):
             ax.set_xlabel("epoch"); ax.set_ylabel(label)
     axes[0].axhline(1.0, color="0.4", ls=":", lw=1, label="the paper: 100 %")
     axes[2].axhline(P.num_manifolds - 1, color="0.4", ls="--", lw=1, label="m − 1")
-    axes[0].legend(fontsize=7); axes[2].legend(fontsize=7)
+    # one legend below the panels: a collapsing run crosses every corner of the accuracy panel at some preset
+    handles, labels = axes[0].get_legend_handles_labels()
+    extra = [(h, l) for h, l in zip(*axes[2].get_legend_handles_labels()) if l not in labels]
+    fig.legend(handles + [h for h, _ in extra], labels + [l for _, l in extra], fontsize=8, ncol=4,
+               loc="lower center", bbox_to_anchor=(0.5, 0.0))
     fig.suptitle(f"Paper track, mix, m = {P.num_manifolds}, weight decay {P.weight_decay:g}: two readings of the ℓ2 loss")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
     return fig
 
 
