@@ -70,3 +70,13 @@ def derive_seed(seed: int, *labels) -> int:
 def generator(seed: int, *labels, device="cpu") -> torch.Generator:
     """A torch generator for the sub-experiment named by ``labels``."""
     return torch.Generator(device=device).manual_seed(derive_seed(seed, *labels))
+
+
+def shared_rows_index(count: int, independent: int) -> torch.Tensor:
+    """Indices that keep only the first ``independent`` of ``count`` drawn rows, each repeated in turn
+    (0, 1, ..., r-1, 0, 1, ...): a control that breaks the independence of the rows a concentration argument
+    averages, while drawing the same numbers (so later draws do not move). ``independent`` 0, or at least
+    ``count``, keeps every row."""
+    if 0 < independent < count:
+        return torch.arange(count) % independent
+    return torch.arange(count)

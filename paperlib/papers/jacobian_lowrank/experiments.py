@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from paperlib.core.seeding import derive_seed, generator
+from paperlib.core.seeding import derive_seed, generator, shared_rows_index
 from paperlib.data import digits, synthetic as data
 from paperlib.maths import linalg, spectral, stats
 from paperlib.maths.activations import get_activation
@@ -122,7 +122,7 @@ class Mixture:
 
 def kernel_concentration(P, mx: Mixture) -> SimpleNamespace:
     """E[J Jᵀ] = k var(V) (I_K ⊗ Σ̄(X)) by Monte Carlo over ``ntk_draws`` (C1), the concentration of J Jᵀ/k against
-    the width (C2, mean over 5 draws per width, and Lemma 6.13's bound), the initial output with the theory's ν
+    the width (C2, mean over 5 draws per width, and Lemma 6.13's bound; control ``gram_independent_rows``), the initial output with the theory's ν
     (C4, 20 draws), Lemma 6.4's square-root step, and the lemmas' shared hypotheses (unit-norm inputs, |φ'| <= 1)."""
     K, d, X, act = mx.K, mx.d, mx.X, mx.act
     Sigma_bar = neural_covariance(X @ X.T, "softplus")
@@ -137,8 +137,10 @@ def kernel_concentration(P, mx: Mixture) -> SimpleNamespace:
     for kk in P.widths:
         per_draw = []
         for m in range(5):
-            W0 = initial_weights(kk, d, generator(P.seed, "C2-W", kk, m))
-            V = multiclass.rademacher_output_layer(K, kk, 1.0, generator(P.seed, "C2-V", kk, m))
+            # control gram_independent_rows r: only r neurons independent, each repeated up to the width
+            units = shared_rows_index(kk, P.gram_independent_rows)
+            W0 = initial_weights(kk, d, generator(P.seed, "C2-W", kk, m))[units]
+            V = multiclass.rademacher_output_layer(K, kk, 1.0, generator(P.seed, "C2-V", kk, m))[:, units]
             per_draw.append(linalg.symmetric_norm(multiclass.multiclass_jacobian_gram(X, W0, V, act) / kk - expected))
         deviations.append(np.mean(per_draw))
     out.deviations = np.array(deviations)

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from paperlib.core.seeding import derive_seed, generator
+from paperlib.core.seeding import derive_seed, generator, shared_rows_index
 from paperlib.data import digits
 from paperlib.data.synthetic import random_orthonormal, sphere_points
 from paperlib.maths import stats
@@ -48,9 +48,7 @@ def gram_error(d_in: int, width: int, X: torch.Tensor, K: torch.Tensor, gen: tor
     the lemma's hypothesis): when 0 < r < ``width``, only the first r rows of the draw are kept, each repeated in
     turn up to the width, so that ZZᵀ is the mean of r independent terms whatever the width (the same numbers
     are drawn, so the later draws do not move)."""
-    C = mf.random_layer(d_in, width, gen)
-    if 0 < independent_rows < width:
-        C = C[torch.arange(width) % independent_rows]
+    C = mf.random_layer(d_in, width, gen)[shared_rows_index(width, independent_rows)]
     Z = mf.features(C, X)
     return float(torch.linalg.matrix_norm(Z @ Z.T - K))
 
