@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from paperlib.core.seeding import derive_seed, generator, seed_everything
+from tolerances import rounding
+from paperlib.core.seeding import derive_seed, generator, seed_everything, shared_rows_index
 from paperlib.data import synthetic as data
 
 
@@ -79,3 +80,18 @@ def test_bad_label_is_refused(bad):
 def test_bad_seed_raises(bad):
     with pytest.raises(ValueError, match="seed"):
         seed_everything(bad)
+
+
+def test_shared_rows_index_repeats_the_first_rows_in_turn():
+    """The shared-rows controls: r independent rows repeated up to the count, and every row kept at r = 0 or r >=
+    count. Would catch: repeating row blocks (0, 0, 1, 1, ...), which changes which draws survive, or an off-by-one
+    that keeps r + 1 rows."""
+    assert shared_rows_index(7, 3).tolist() == [0, 1, 2, 0, 1, 2, 0]
+    assert shared_rows_index(5, 0).tolist() == list(range(5))
+    assert shared_rows_index(5, 5).tolist() == list(range(5)) == shared_rows_index(5, 9).tolist()
+    rows = torch.randn(8, 3, generator=generator(0, "shared-rows"), dtype=torch.float64)
+    shared = rows[shared_rows_index(8, 2)]
+    # the mean of the outer products is that of the two independent rows, whatever the count
+    # sums of 8 and of 2 products at the scale of the largest squared entry
+    tol = rounding(float(rows.abs().max()) ** 2, terms=8)
+    assert torch.allclose(shared.T @ shared / 8, rows[:2].T @ rows[:2] / 2, rtol=0, atol=tol)
