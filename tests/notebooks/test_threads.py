@@ -1,7 +1,7 @@
-"""Same seed, same ledger, whatever the thread count: each chapter runs at smoke
-with 2 threads and its verdicts and nbval-checked numbers must equal the committed
-reference, which `make reference` produces with 1 thread (test_notebooks.py compares
-the 1-thread runs with it). Its own file, so that pytest-xdist runs it beside them."""
+"""Same seed, same ledger, whatever the thread count or CPU: each chapter runs at smoke with 2 threads, and
+again at 1 thread restricted to AVX2 instructions, and its verdicts and nbval-checked numbers must equal the
+committed reference, which `make reference` produces with 1 thread (test_notebooks.py compares the 1-thread runs
+with it). Its own file, so that pytest-xdist runs it beside them."""
 
 import json
 import os
@@ -17,13 +17,37 @@ from paperlib.core.book import REFERENCE_DIR
 pytestmark = pytest.mark.notebook
 
 
+#: another CPU, on this one: PyTorch's own kernels, MKL's and oneDNN's restricted to AVX2, the widest instruction
+#: set that many machines have. On a CPU with AVX-512 (this project's machines, the references' included) the
+#: sums then round differently: on 2026-11-26, 25 to 41 measured values a chapter moved in their last digits, and
+#: jacobian-lowrank's float32 deep-network numbers by more. Where the CPU has no AVX-512 this repeats the
+#: reference's setting, and the test checks the thread count only.
+AVX2_ONLY = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def run_smoke(paper: str, out, env: dict) -> dict:
+    subprocess.run([sys.executable, "-m", "paperlib", "run", paper, "--preset", "smoke", "--out", str(out)],
+                   check=True, cwd=P.REPO_ROOT, env=dict(os.environ, **env), capture_output=True,
+                   timeout=3600)  # a hang guard, not a time budget
+    return json.loads((out / f"{paper}.json").read_text())
+
+
+def assert_reference_results(ledger: dict, out, paper: str) -> None:
+    reference = json.loads((REFERENCE_DIR / f"{paper}.json").read_text())
+    assert {c["id"]: c["verdict"] for c in ledger["claims"]} == {c["id"]: c["verdict"] for c in reference["claims"]}
+    assert checked_outputs(out / f"{paper}.ipynb") == checked_outputs(REFERENCE_DIR / f"{paper}.ipynb")
+
+
 @pytest.mark.parametrize("paper", P.available_papers())
 def test_two_threads_give_the_reference_results(tmp_path, paper):
-    env = dict(os.environ, OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")
-    subprocess.run([sys.executable, "-m", "paperlib", "run", paper, "--preset", "smoke", "--out", str(tmp_path)],
-                   check=True, cwd=P.REPO_ROOT, env=env, capture_output=True, timeout=3600)  # a hang guard, not a time budget
-    ledger = json.loads((tmp_path / f"{paper}.json").read_text())
-    reference = json.loads((REFERENCE_DIR / f"{paper}.json").read_text())
-    assert ledger["device"].endswith("(2 threads)") and reference["device"].endswith("(1 threads)")
-    assert {c["id"]: c["verdict"] for c in ledger["claims"]} == {c["id"]: c["verdict"] for c in reference["claims"]}
-    assert checked_outputs(tmp_path / f"{paper}.ipynb") == checked_outputs(REFERENCE_DIR / f"{paper}.ipynb")
+    ledger = run_smoke(paper, tmp_path, {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"})
+    assert ledger["device"].endswith("(2 threads)")
+    assert json.loads((REFERENCE_DIR / f"{paper}.json").read_text())["device"].endswith("(1 threads)")
+    assert_reference_results(ledger, tmp_path, paper)
+
+
+@pytest.mark.parametrize("paper", P.available_papers())
+def test_another_instruction_set_gives_the_reference_results(tmp_path, paper):
+    ledger = run_smoke(paper, tmp_path, dict(AVX2_ONLY, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
+    assert ledger["device"].endswith("(1 threads)")
+    assert_reference_results(ledger, tmp_path, paper)
