@@ -602,10 +602,10 @@ def sgd_passes_diagnosis(run) -> str:
     """Per SGD run with GD's step: the ratio, the NTK's drift, the ratio with the last iterate's lambda_min,
     the ratio SGD on the model linearized at W0 gives over the same window, and which accounts for the gap."""
     parts = []
-    for seed, (ratio, final, window) in enumerate(zip(run.gap_ratio, run.ntk_min_final, run.linear_gap_ratio)):
+    for index, (ratio, final, window) in enumerate(zip(run.gap_ratio, run.ntk_min_final, run.linear_gap_ratio)):
         after_drift = ratio * run.ntk_min / final
         causes = rate_gap_causes(ratio, after_drift, window)
-        parts.append(f"run {seed}: ratio {ratio:.3f}; λmin(JJᵀ) changed by a factor {final / run.ntk_min:.3f}, and with the "
+        parts.append(f"run {index}: ratio {ratio:.3f}; λmin(JJᵀ) changed by a factor {final / run.ntk_min:.3f}, and with the "
                      f"last iterate's λmin the ratio is {after_drift:.3f}; SGD on the model linearized at W₀, with the "
                      f"same samples and fitted over the same window, gives {window:.3f}"
                      + (" (most of the gap from 1: " + "; and ".join(causes) + ")" if causes else ""))
@@ -645,7 +645,8 @@ def sgd(P, device=None, batched: bool | None = None) -> SimpleNamespace:
     out.k_theorem = overparam.sufficient_width("softplus", n, data_norm, lam)
     out.distances = [float(run.distances[-1]) for run in theorem_runs]
     out.step_gd = step_gd
-    out.ntk_min = linalg.min_eigenvalue(linalg.shallow_jacobian_gram(X, W0, v, act))
+    K0 = linalg.shallow_jacobian_gram(X, W0, v, act)
+    out.ntk_min = linalg.min_eigenvalue(K0)
     epoch_rates = [epoch_rate(run.residual_norms, run.logged_iters, n) for run in fast_runs]
     out.gap_ratio = [(1 - rate) / (out.step_gd * out.ntk_min) for rate in epoch_rates]
     # why a ratio leaves 1: the NTK at the last iterate, and SGD on the model linearized at W0 with the
@@ -653,9 +654,8 @@ def sgd(P, device=None, batched: bool | None = None) -> SimpleNamespace:
     out.ntk_min_final = [linalg.min_eigenvalue(linalg.shallow_jacobian_gram(X, run.W.cpu(), v, act)) for run in fast_runs]
     indices = np.stack([torch.randint(n, (out.steps,), generator=generator(P.seed, "sgd-fast", s)).numpy()
                         for s in range(P.lazy_seeds)])
-    K0 = linalg.shallow_jacobian_gram(X, W0, v, act).numpy()
     r0 = (act.phi(X @ W0.T) @ v - y).numpy()
-    linear = linearized_sgd_residual_norms(K0, r0, [step_gd] * P.lazy_seeds, indices, log_every=n)
+    linear = linearized_sgd_residual_norms(K0.numpy(), r0, [step_gd] * P.lazy_seeds, indices, log_every=n)
     out.linear_sq = linear ** 2
     linear_iters = np.minimum(np.arange(linear.shape[1]) * n, out.steps)
     out.linear_gap_ratio = [(1 - epoch_rate(norms, linear_iters, n)) / (out.step_gd * out.ntk_min) for norms in linear]
