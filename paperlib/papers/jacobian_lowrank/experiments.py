@@ -122,8 +122,9 @@ class Mixture:
 
 def kernel_concentration(P, mx: Mixture) -> SimpleNamespace:
     """E[J Jᵀ] = k var(V) (I_K ⊗ Σ̄(X)) by Monte Carlo over ``ntk_draws`` (C1), the concentration of J Jᵀ/k against
-    the width (C2, mean over 5 draws per width, and Lemma 6.13's bound; control ``gram_independent_rows``), the initial output with the theory's ν
-    (C4, 20 draws), Lemma 6.4's square-root step, and the lemmas' shared hypotheses (unit-norm inputs, |φ'| <= 1)."""
+    the width (C2, mean over 5 draws per width, and Lemma 6.13's bound; control ``gram_independent_rows``), the
+    initial output with the theory's ν (C4, 20 draws), Lemma 6.4's square-root step, and the lemmas' shared
+    hypotheses (unit-norm inputs, |φ'| <= 1)."""
     K, d, X, act = mx.K, mx.d, mx.X, mx.act
     Sigma_bar = neural_covariance(X @ X.T, "softplus")
     expected = torch.kron(torch.eye(K, dtype=torch.float64), Sigma_bar)  # E JJ^T / (k var V)
