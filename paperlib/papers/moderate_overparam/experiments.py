@@ -26,7 +26,7 @@ from paperlib.maths import linalg, stats
 from paperlib.maths.activations import activation_constants, activation_hermite_coefficients, get_activation
 from paperlib.maths.kernels import (feature_covariance, monte_carlo_feature_covariance,
                                     monte_carlo_neural_covariance, neural_covariance)
-from paperlib.nets.shallow import initial_weights, output_weights
+from paperlib.nets.shallow import initial_weights, output_weights, shallow_forward
 from paperlib.nets.training import gd_shallow, linearized_sgd_residual_norms, sgd_shallow, sgd_shallow_runs
 from paperlib.papers.moderate_overparam import overparam
 from paperlib.papers.moderate_overparam.phase import PhaseCell, fit_cells
@@ -210,7 +210,7 @@ def lazy_run(P, act, X, y, W0, v, step, data_norm, device=None) -> dict:
     r = np.asarray(run.residual_norms)
     floor = 1e-10 * r[0]
     # GD on the model linearized at W0, fitted where the measured run was fitted (diagnostic of A7)
-    linear = overparam.linear_model_residual_norms(gram0.numpy(), (act.phi(X @ W0.T) @ v - y).numpy(),
+    linear = overparam.linear_model_residual_norms(gram0.numpy(), (shallow_forward(X, W0, v, act) - y).numpy(),
                                                    step, run.logged_iters)
     return dict(
         ntk_min=linalg.min_eigenvalue(gram0), v_sq=float(v @ v), iters=np.asarray(run.logged_iters), r=r,
@@ -654,10 +654,14 @@ def sgd(P, device=None, batched: bool | None = None) -> SimpleNamespace:
     out.ntk_min_final = [linalg.min_eigenvalue(linalg.shallow_jacobian_gram(X, run.W.cpu(), v, act)) for run in fast_runs]
     indices = np.stack([torch.randint(n, (out.steps,), generator=generator(P.seed, "sgd-fast", s)).numpy()
                         for s in range(P.lazy_seeds)])
-    r0 = (act.phi(X @ W0.T) @ v - y).numpy()
+    r0 = (shallow_forward(X, W0, v, act) - y).numpy()
     linear = linearized_sgd_residual_norms(K0.numpy(), r0, [step_gd] * P.lazy_seeds, indices, log_every=n)
     out.linear_sq = linear ** 2
-    linear_iters = np.minimum(np.arange(linear.shape[1]) * n, out.steps)
-    out.linear_gap_ratio = [(1 - epoch_rate(norms, linear_iters, n)) / (out.step_gd * out.ntk_min) for norms in linear]
+    # fitted where the network's run was fitted: its logged epochs, less those at its rounding floor
+    out.linear_gap_ratio = []
+    for run, norms in zip(fast_runs, linear):
+        measured = np.asarray(run.residual_norms)
+        window = np.where(measured > 1e-10 * measured[0], norms[:measured.size], 0.0)
+        out.linear_gap_ratio.append((1 - epoch_rate(window, run.logged_iters, n)) / (out.step_gd * out.ntk_min))
     out.fast = np.array([np.asarray(run.residual_norms) ** 2 for run in fast_runs])
     return out
