@@ -77,6 +77,9 @@ def load_preset(paper: str, preset: str) -> dict:
     return _read_yaml(PRESET_DIR / paper / f"{preset}.yaml")
 
 
+RELATION_BUILTINS = {"all": all, "any": any, "len": len, "min": min, "max": max, "sorted": sorted, "abs": abs}
+
+
 def load_relations(paper: str) -> list:
     """The cross-parameter constraints of ``paper`` (an empty list when there are none)."""
     path = PRESET_DIR / paper / "relations.yaml"
@@ -87,12 +90,18 @@ def check_relations(paper: str, values: dict) -> None:
     """Raise :class:`ParameterError` with the relation's message when one fails.
 
     A relation whose parameters are not all in ``values`` is skipped (partial
-    validation); the expressions come from the repository's own files."""
+    validation); a relation naming anything else that is not defined (a parameter
+    the schema lacks, a builtin not offered) is a schema error, never skipped. The
+    expressions come from the repository's own files."""
+    schema = load_schema(paper)
     for relation in load_relations(paper):
         try:
-            holds = eval(relation["check"], {"__builtins__": {"all": all, "any": any, "len": len}}, dict(values))
-        except NameError:
-            continue
+            holds = eval(relation["check"], {"__builtins__": RELATION_BUILTINS}, dict(values))
+        except NameError as error:
+            if error.name in schema:
+                continue
+            raise ParameterError(f"schema error: relation {relation['check']!r} of {paper!r} names "
+                                 f"{error.name!r}, neither a parameter nor one of {sorted(RELATION_BUILTINS)}") from None
         if not holds:
             raise ParameterError(relation["message"] + f" (check: {relation['check']})")
 

@@ -105,6 +105,33 @@ def test_relations_are_checked_by_resolve():
         P.resolve("resnet-beyond-kernels", namespace)
 
 
+@pytest.mark.parametrize("paper, overrides, fragment", [
+    ("bottleneck", dict(width=2), "'width'"),
+    ("bottleneck", dict(depths=[2, 3]), "'depths'"),
+    ("bottleneck", dict(sym_width=2), "'sym_width'"),
+    ("jacobian-lowrank", dict(gmm_sigmas=[0.1]), "'gmm_sigmas'"),
+    ("jacobian-lowrank", dict(gmm_n_mult=[1, 30]), "'gmm_n_mult'"),
+    ("jacobian-lowrank", dict(info_rank=5), "'info_rank'"),
+    ("jacobian-lowrank", dict(corruption_levels=[0.5, 1.0]), "'corruption_levels'"),
+    ("manifold-lsh", dict(ambient_dim=16, linear_manifolds=True), "'ambient_dim'"),
+    ("resnet-beyond-kernels", dict(kernel_max_train=20), "'kernel_max_train'"),
+])
+def test_settings_that_would_crash_a_chapter_are_refused_before_it_runs(paper, overrides, fragment):
+    with pytest.raises(P.ParameterError, match=fragment):
+        P.validate(paper, dict(P.load_preset(paper, "smoke"), **overrides))
+
+
+def test_a_relation_naming_an_unknown_builtin_is_a_schema_error(tmp_path, monkeypatch):
+    paper_dir = tmp_path / PAPER
+    paper_dir.mkdir()
+    for name in ("schema.yaml", "smoke.yaml"):
+        (paper_dir / name).write_text((P.PRESET_DIR / PAPER / name).read_text())
+    (paper_dir / "relations.yaml").write_text('- {check: "sum(phase_widths) > 0", message: "never shown"}\n')
+    monkeypatch.setattr(P, "PRESET_DIR", tmp_path)
+    with pytest.raises(P.ParameterError, match="schema error: relation .* names 'sum'"):
+        P.validate(PAPER, P.load_preset(PAPER, "smoke"))
+
+
 def test_an_old_parameter_name_gets_a_clear_error_everywhere():
     renamed = P.former_names(PAPER)
     assert renamed["max_iters"] == "max_steps"

@@ -369,6 +369,8 @@ class Study:
             return None
         fitted = self.fits[resnet, P.focus_num_train, P.width]
         index = fitted.best()[("main", 0)]
+        if index is None:  # every learning rate of seed 0 diverged
+            return None
         parts = hiernet.forward_parts("3resnet", hiernet.select(fitted.params, slice(index, index + 1)), X_test.float())
         o1, out = parts["o1"][0].double(), parts["out"][0].double()
         F_test = H.beta * H.base(X_test)

@@ -255,8 +255,9 @@ def degrees_of_freedom_bound(alpha: float, num_samples, input_dim: int, degree: 
 def parity_set(num_outputs: int, split: bool) -> list[int]:
     """The 8 input coordinates (0-based) of G's parity: {1..8} (a function of F, the
     paper's target) or, for the split control, {2..9}, which cuts two of F's pairs."""
-    if num_outputs < 4:
-        raise ValueError("the target needs at least 4 outputs (G is a degree-4 parity of F)")
+    if num_outputs < (5 if split else 4):
+        raise ValueError("the target needs at least 4 outputs (G is a degree-4 parity of F), "
+                         "the split control 5 (its parity reaches the 9th coordinate)")
     return list(range(1, 9)) if split else list(range(0, 8))
 
 
