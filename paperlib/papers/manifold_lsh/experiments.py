@@ -67,7 +67,8 @@ def random_layer(P) -> SimpleNamespace:
     # with 0 here; a wrong odd part would show in the series at the negative and positive points below
     coef_err = max(abs(q[k] - v) for k, v in closed.items())
     series = np.array([np.polyval(q[:401][::-1], e) for e in (-0.7, 0.0, 0.5)])
-    coef_err = max(coef_err, float(np.abs(series - mf.relu_kernel(torch.tensor([-0.7, 0.0, 0.5])).numpy()).max()) / 10)
+    kappa = mf.relu_kernel(torch.tensor([-0.7, 0.0, 0.5], dtype=torch.float64)).numpy()
+    coef_err = max(coef_err, float(np.abs(series - kappa).max()))
     even = np.arange(50, 801, 2)
     out = SimpleNamespace(d_in=d_in, coef_err=coef_err, decay_slope=stats.loglog_slope(even, q[even]))
     out.kernel_z = kernel_monte_carlo(d_in, P.kernel_mc_width, gen)

@@ -46,7 +46,9 @@ def summary(P, layer, base, theta_rows):
     heat = np.zeros((classes, classes))
     for i in range(classes):
         for j in range(classes):
-            heat[i, j] = float(torch.cdist(R_show[lab_show == i], R_show[lab_show == j]).mean())
+            dist = torch.cdist(R_show[lab_show == i], R_show[lab_show == j])
+            # within a class, leave out each point's zero distance to itself
+            heat[i, j] = float(dist[~torch.eye(len(dist), dtype=torch.bool)].mean() if i == j else dist.mean())
     im = ax.imshow(heat, cmap="viridis")
     fig.colorbar(im, ax=ax, fraction=0.046).set_label("mean ‖r(x) − r(x')‖, classes i and j")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True)); ax.yaxis.set_major_locator(MaxNLocator(integer=True))

@@ -387,6 +387,14 @@ def contour_crossings(P, result, n) -> dict:
     return crossings
 
 
+def contour_status(P, n, d, crossing, low=1.0, high=3.0) -> str:
+    """Where the 50% crossing at ``d`` lies against [low, high] (in kd/n): "inside", "outside", or "undetermined"
+    when it was not reached and the k grid stops below ``high`` (the crossing may still lie inside)."""
+    if np.isfinite(crossing):
+        return "inside" if low <= crossing <= high else "outside"
+    return "outside" if max(P.phase_widths) * d / n >= high else "undetermined"
+
+
 def failed_with_enough_parameters(P, result, i, n) -> np.ndarray:
     """Per (k, trial) at the ``i``-th input dimension of the phase diagram: the runs that failed although the
     parameter count suffices (k_eff d >= n, k_eff = 2 floor(k/2))."""
@@ -395,14 +403,15 @@ def failed_with_enough_parameters(P, result, i, n) -> np.ndarray:
 
 
 def contour_diagnosis(P, result, name, n, crossings) -> str:
-    """For each d whose 50% crossing lies outside kd/n in [1, 3]: how far the k grid reaches, the success
+    """For each d whose 50% crossing does not lie inside kd/n in [1, 3] (outside, or not reached by a grid that stops
+    below 3): how far the k grid reaches, the success
     rate at the widest k, and how the runs with enough parameters (k_eff d >= n) failed: diverged, or
     ended at the iteration budget without diverging (median final error in units of the tolerance),
     and for ReLU whether a data point ended dead in every unit."""
     ks, ds = np.array(P.phase_widths), np.array(P.phase_input_dims)
     parts = []
     for i, d in enumerate(ds):
-        if int(d) not in crossings or 1.0 <= crossings[int(d)] <= 3.0:
+        if int(d) not in crossings or contour_status(P, n, int(d), crossings[int(d)]) == "inside":
             continue
         failed = failed_with_enough_parameters(P, result, i, n)
         stalled = failed & ~result["diverged"][i].astype(bool)

@@ -31,6 +31,14 @@ def test_contour_crossings_only_where_the_grid_reaches_kd_n_and_inf_when_not_cro
     assert crossings[10] == float("inf")                          # never reaches 50%
 
 
+def test_an_unreached_crossing_is_outside_only_where_the_grid_reaches_kd_3n():
+    P = grid([2, 4, 6, 8], [6, 12])
+    assert ex.contour_status(P, 30, 6, 1.2) == "inside" and ex.contour_status(P, 30, 6, 3.2) == "outside"
+    assert ex.contour_status(P, 30, 6, 0.8) == "outside"
+    assert ex.contour_status(P, 30, 6, float("inf")) == "undetermined"   # the grid stops at kd/n = 1.6
+    assert ex.contour_status(P, 30, 12, float("inf")) == "outside"       # the grid reaches kd/n = 3.2
+
+
 def test_contour_diagnosis_counts_diverged_and_stalled_failures():
     P = grid([2, 4], [6])
     success = np.zeros((1, 2, 2))
