@@ -108,6 +108,7 @@ def test_relations_are_checked_by_resolve():
 @pytest.mark.parametrize("paper, overrides, fragment", [
     ("bottleneck", dict(width=2), "'width'"),
     ("bottleneck", dict(depths=[2, 3]), "'depths'"),
+    ("bottleneck", dict(depths=[2, 30]), "'depths'"),
     ("bottleneck", dict(sym_width=2), "'sym_width'"),
     ("jacobian-lowrank", dict(gmm_sigmas=[0.1]), "'gmm_sigmas'"),
     ("jacobian-lowrank", dict(gmm_n_mult=[1, 30]), "'gmm_n_mult'"),

@@ -355,7 +355,7 @@ class Tracks:
                       train=mf.distance_stats(R_tr, lab, stats_gen), test=mf.distance_stats(R_te, labt, stats_gen),
                       transfer=mf.distance_stats(R_tf, lab_tf, stats_gen),
                       recovery=mf.recovery_distance(rep(X_fit), gamma_fit[lab_fit], rep(X_rec), gamma_rec),
-                      R_te=R_te, labt=labt, R_tf=R_tf, lab_tf=lab_tf, out_tr=out_tr, lab=lab, out_te=out_te)
+                      R_te=R_te, labt=labt, R_tf=R_tf, lab_tf=lab_tf, X_tf=X_tf, out_tr=out_tr, lab=lab, out_te=out_te)
         result.update(extra or {})
         return result
 
@@ -451,6 +451,9 @@ def identities(P, tracks: Tracks, base: dict) -> SimpleNamespace:
 
     out.one_shot = mf.one_shot_accuracy(base["R_tf"], base["lab_tf"], P.oneshot_ways, P.oneshot_episodes,
                                         generator(P.seed, "1shot"))
+    # the same episodes on the raw inputs (with the bias coordinate, as the theory track's ρ raw): a baseline
+    out.one_shot_raw = mf.one_shot_accuracy(mf.with_bias(base["X_tf"]), base["lab_tf"], P.oneshot_ways,
+                                            P.oneshot_episodes, generator(P.seed, "1shot"))
     out.intra_sq, inter_sq = base["transfer"].intra_sq, base["transfer"].inter_sq
     out.threshold = math.sqrt(out.intra_sq * inter_sq)
     Rt, lt = base["R_tf"], base["lab_tf"]
