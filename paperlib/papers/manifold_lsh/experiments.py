@@ -355,6 +355,8 @@ class Tracks:
                       train=mf.distance_stats(R_tr, lab, stats_gen), test=mf.distance_stats(R_te, labt, stats_gen),
                       transfer=mf.distance_stats(R_tf, lab_tf, stats_gen),
                       recovery=mf.recovery_distance(rep(X_fit), gamma_fit[lab_fit], rep(X_rec), gamma_rec),
+                      # the same linear recovery from the input x itself: a baseline for the learnt map
+                      recovery_raw=mf.recovery_distance(X_fit, gamma_fit[lab_fit], X_rec, gamma_rec),
                       R_te=R_te, labt=labt, R_tf=R_tf, lab_tf=lab_tf, X_tf=X_tf, out_tr=out_tr, lab=lab, out_te=out_te)
         result.update(extra or {})
         return result
