@@ -36,6 +36,9 @@ RANK_K_MAX_MSE, RANK_K_MIN_SINGULAR_VALUE, RANK_K_MIN_GAP = 0.05, 0.5, 4.0
 # a run "fits the data" when its train MSE / Var(y) is at most this: E1-fits' level, and Theorem 10's sense (a rank-1
 # network that misses one latent direction loses that direction's share of the variance, a few per cent here)
 FIT_TOL = 0.01
+# the depths E1-rank-gap and E1-rank-count judge: from 4, up to 24, below the paper's collapse to zero parameters
+# "for L > 25" (Fig. 1); relations.yaml asks for one such depth
+RANK_DEPTHS = (4, 24)
 
 
 def init(layer_widths, seeds, device):

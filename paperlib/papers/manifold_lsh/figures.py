@@ -25,7 +25,7 @@ def sampled_distances(R, labels, gen, num=4000):
     return same.numpy(), (R[i[keep]] - R[j[keep]]).norm(dim=1).numpy()
 
 
-def summary(P, layer, base, theta_rows):
+def summary(P, layer, base, theta_rows, theta_raw=()):
     """(a) the Gram error against the width with c N/√D and Lemma 22's width; (b) Figure 3's mean
     distances between classes; (c) Figures 4/5's distance histograms; (d) Figure 6's γ recovery."""
     fig, axes = plt.subplots(2, 2, figsize=(10.5, 8.5))  # narrower: shown at the column width, labels stay legible
@@ -68,11 +68,13 @@ def summary(P, layer, base, theta_rows):
 
     ax = axes[1, 1]
     for (kind, rows), color in zip(theta_rows.items(), plotting.PALETTE):
-        ax.plot([s for s, _ in rows], [v for _, v in rows], "o-", color=color, label=kind)
+        ax.plot([s for s, _ in rows], [v for _, v in rows], "o-", color=color, label=f"{kind}, learnt map")
+    if len(theta_raw):  # the same linear recovery from x itself, the baseline of fig6-recovery-vs-theta
+        ax.plot(P.theta_sweep, theta_raw, "s--", color=plotting.PALETTE[0], mfc="none", label="mix, from x itself")
     ax.axhline(1 / math.sqrt(2), color="0.4", ls=":", label="1/√2: zero predictor (even generators)")
     ax.set_xscale("log"); ax.set_xlabel("θ scale"); ax.set_ylabel("normalised γ recovery distance")
     ax.set_xticks(P.theta_sweep); ax.set_xticklabels([f"{s:g}" for s in P.theta_sweep]); ax.minorticks_off()
-    ax.set_title("(d) Figure 6: recovery against the θ scale"); ax.legend(fontsize=7)
+    ax.set_title("(d) Figure 6: recovery against the θ scale (theory track)"); ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 

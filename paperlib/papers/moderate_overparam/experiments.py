@@ -405,9 +405,9 @@ def failed_with_enough_parameters(P, result, i, n) -> np.ndarray:
 
 
 def contour_diagnosis(P, result, name, n, crossings) -> str:
-    """For each d whose 50% crossing does not lie inside kd/n in [1, 3] (outside, or not reached by a grid that stops
-    below 3): how far the k grid reaches, the success
-    rate at the widest k, and how the runs with enough parameters (k_eff d >= n) failed: diverged, or
+    """For each d whose 50% crossing does not lie inside kd/n in [1, 3] (outside, or not reached by a grid that
+    stops below 3): how far the k grid reaches, the success rate at the widest k, and how the runs with enough
+    parameters (k_eff d >= n) failed: diverged, or
     ended at the iteration budget without diverging (median final error in units of the tolerance),
     and for ReLU whether a data point ended dead in every unit."""
     ks, ds = np.array(P.phase_widths), np.array(P.phase_input_dims)
