@@ -352,14 +352,19 @@ def bound_tables_markdown(found: SimpleNamespace) -> str:
 def one_step(P) -> SimpleNamespace:
     """One GD step with ησ_v = 1e3 from a balanced output layer of scale σ_v = ``secd_v_scale`` (tiny in every
     preset; ReLU, linear target): per n of ``secd_num_samples``, the tail s_(2d+1)/s_1 at W1 and the gap
-    s_2d/s_(2d+1) at W0 and W1."""
+    s_2d/s_(2d+1) at W0 and W1.
+
+    As in App. D ("fixing weights of W0, we study the gradient of the random data"), one network (W0, V) and one
+    target θ serve every n, and the n samples are the first n of one draw: the slope against n then measures how
+    the tail falls as data are added, not the spread between independent networks."""
     d, k, v_scale = P.secd_input_dim, P.secd_width, P.secd_v_scale
     lr = 1e3 / v_scale  # eta * sigma_v = 1e3 (spec App. Z)
     out = SimpleNamespace(d=d, k=k, v_scale=v_scale, lr=lr, tails=[], gaps_W0=[], gaps_W1=[])
+    X_all, y_all, _ = data.gaussian_regression_data(max(P.secd_num_samples), d, generator(P.seed, "appD"))
+    W0 = initial_weights(k, d, generator(P.seed, "appD-W"))
+    V = multiclass.rademacher_output_layer(1, k, v_scale, generator(P.seed, "appD-V"), balanced=True)
     for n in P.secd_num_samples:
-        X, y, _ = data.gaussian_regression_data(n, d, generator(P.seed, "appD", n))
-        W0 = initial_weights(k, d, generator(P.seed, "appD-W", n))
-        V = multiclass.rademacher_output_layer(1, k, v_scale, generator(P.seed, "appD-V", n), balanced=True)
+        X, y = X_all[:n], y_all[:n]
         r0 = multiclass.multiclass_forward(X, W0, V, "relu") - y[:, None]
         W1 = W0 - lr / n * multiclass.multiclass_gradient(X, W0, V, r0, "relu")
         sv = {name: multiclass.jacobian_singular_values(X, W, V, "relu") for name, W in (("W0", W0), ("W1", W1))}
