@@ -116,6 +116,7 @@ def test_relations_are_checked_by_resolve():
     ("jacobian-lowrank", dict(corruption_levels=[0.5, 1.0]), "'corruption_levels'"),
     ("manifold-lsh", dict(ambient_dim=16, linear_manifolds=True), "'ambient_dim'"),
     ("resnet-beyond-kernels", dict(kernel_max_train=20), "'kernel_max_train'"),
+    ("moderate-overparam", dict(sgd_num_samples=60), "'sgd_num_samples'"),  # X*X rank-deficient: a zero SGD step
 ])
 def test_settings_that_would_crash_a_chapter_are_refused_before_it_runs(paper, overrides, fragment):
     with pytest.raises(P.ParameterError, match=fragment):
