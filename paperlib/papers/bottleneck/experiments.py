@@ -39,6 +39,9 @@ FIT_TOL = 0.01
 # the depths E1-rank-gap and E1-rank-count judge: from 4, up to 24, below the paper's collapse to zero parameters
 # "for L > 25" (Fig. 1); relations.yaml asks for one such depth
 RANK_DEPTHS = (4, 24)
+# Fig. 1(a) marks a run by whether its "final train cost is below or above 0.1"; we read the cost as train MSE / Var(y)
+PAPER_COST_MARK = 0.1
+PAPER_COLLAPSE_DEPTH = 25  # Fig. 1(a): "training fails and recover the zero parameters for L > 25"
 
 
 def init(layer_widths, seeds, device):
@@ -312,6 +315,11 @@ def sweep_summary(P, sweep) -> SimpleNamespace:
     out.balance_k = max((r["balance"] for r in rank_k), default=math.nan)
     out.ntk_by_depth = {d: np.median([r["ntk_per_L"] for r in rank_k if r["depth"] == d])
                         for d in P.depths if any(r["depth"] == d for r in rank_k)}
+    # Fig. 1(a)'s ranges: the paper's count (singular values above sv_threshold of the middle matrix) of every run,
+    # fitting or not, its median over seeds per depth
+    out.rank_by_depth = {d: float(np.median([r["rank"] for r in runs if r["depth"] == d]))
+                         for d in sorted({r["depth"] for r in runs})}
+    out.beyond_collapse = [r for r in runs if r["depth"] > PAPER_COLLAPSE_DEPTH]
     out.under = [r for r in runs if r["rank"] < k]
     out.fitting_under = [r for r in out.under if r["train_mse"] / y_var <= FIT_TOL]
     out.other_runs = [r for r in runs if all(r is not q for q in rank_k)]
@@ -322,6 +330,18 @@ def sweep_summary(P, sweep) -> SimpleNamespace:
     out.same_function_from_fits = max((float((math.sqrt(a["test_mse"]) + math.sqrt(b["test_mse"])) * math.sqrt(b["pred"].numel())
                                              / b["pred"].norm()) for a, b in pairs_same), default=math.nan)
     return out
+
+
+def rank_ranges(rank_by_depth: dict) -> str:
+    """Fig. 1(a)'s ranges of depth: consecutive depths of the sweep with the same median rank, e.g.
+    "rank 3 at L = 4; rank 2 at L = 6-20"."""
+    ranges = []
+    for depth, rank in rank_by_depth.items():
+        if ranges and ranges[-1][0] == rank:
+            ranges[-1][2] = depth
+        else:
+            ranges.append([rank, depth, depth])
+    return "; ".join(f"rank {rank:g} at L = {lo}" + (f"-{hi}" if hi != lo else "") for rank, lo, hi in ranges)
 
 
 def profile(P, device) -> dict:

@@ -25,3 +25,9 @@ def test_example20_network_computes_f_and_its_norm_excess_shrinks():
     out = ex.example20(SimpleNamespace(seed=0, example20_depths=[8, 16, 32]))
     assert max(out.exact_err) < 1e-10
     assert out.excess[0] > out.excess[1] > out.excess[2] > 0
+
+
+def test_rank_ranges_groups_consecutive_depths_of_one_median_rank():
+    ranks = {4: 3.0, 6: 2.0, 8: 2.0, 12: 1.5, 28: 0.0, 32: 0.0}
+    assert ex.rank_ranges(ranks) == "rank 3 at L = 4; rank 2 at L = 6-8; rank 1.5 at L = 12; rank 0 at L = 28-32"
+    assert ex.rank_ranges({4: 2.0}) == "rank 2 at L = 4"
