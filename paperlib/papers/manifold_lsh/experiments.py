@@ -35,6 +35,7 @@ PAPER_TABLE = {"mix": (19.13, 19.09, 20.46, 0.11), "sin": (26.8, 26.8, 28.4, 0.0
 EVEN_GENERATORS = ("cos", "log")  # M(γ) = M(−γ): the sign of γ cannot be recovered
 #: the λ of the λ → 0 limit (C16), largest first
 LIMIT_WEIGHT_DECAYS = (1e-2, 1e-3, 3e-4, 1e-4)
+MLP_BATCH_SIZE = 32  # the paper's batch size for its MLP (App. B)
 
 
 def input_dim(P) -> int:
@@ -313,7 +314,7 @@ class Tracks:
             labt = self.labels(labt, P.num_manifolds, "paper", kind, seed_label, "test")
             drawn.append((fam, gen, X, lab, Xt, labt, X.mean(0), X.std(0)))
         models = mf.train_mlps([((X - mean) / std, lab) for _, _, X, lab, _, _, mean, std in drawn], P.num_manifolds,
-                               P.mlp_width, epochs=P.mlp_epochs, batch_size=32, lr=P.mlp_lr,
+                               P.mlp_width, epochs=P.mlp_epochs, batch_size=MLP_BATCH_SIZE, lr=P.mlp_lr,
                                weight_decay=P.weight_decay, generators=[d[1] for d in drawn], device=self.device)
         for pair, (fam, gen, X, lab, Xt, labt, mean, std), model in zip(pairs, drawn, models):
             norm = lambda Xin, mean=mean, std=std: (Xin - mean) / std
@@ -526,7 +527,7 @@ def collapse_traces(P, tracks: Tracks, device) -> dict:
                                   mf.effective_rank(R)))
 
     mf.train_mlps([((X - mean) / std, lab)] * len(readings), P.num_manifolds, P.mlp_width, epochs=P.collapse_epochs,
-                  batch_size=32, lr=P.mlp_lr, weight_decay=P.weight_decay, generators=streams, device=device,
+                  batch_size=MLP_BATCH_SIZE, lr=P.mlp_lr, weight_decay=P.weight_decay, generators=streams, device=device,
                   losses=list(readings), on_epoch=trace)
     return {reading: np.array(rows[reading]) for reading in readings}
 
@@ -553,7 +554,7 @@ def real_data(P, device) -> list:
         splits.append((split, (X - mean) / std, (X_test - mean) / std))
     num_classes = int(max(split.y_train.max() for split, _, _ in splits)) + 1
     models = mf.train_mlps([(Xn, split.y_train) for split, Xn, _ in splits], num_classes, P.mlp_width,
-                           epochs=P.real_epochs, batch_size=32, lr=P.mlp_lr, weight_decay=P.weight_decay,
+                           epochs=P.real_epochs, batch_size=MLP_BATCH_SIZE, lr=P.mlp_lr, weight_decay=P.weight_decay,
                            generators=[generator(P.seed, "real", rep_seed) for rep_seed in range(P.real_seeds)],
                            device=device)
     runs = []
