@@ -359,7 +359,7 @@ def one_step(P) -> SimpleNamespace:
     the tail falls as data are added, not the spread between independent networks."""
     d, k, v_scale = P.secd_input_dim, P.secd_width, P.secd_v_scale
     lr = 1e3 / v_scale  # eta * sigma_v = 1e3 (spec App. Z)
-    out = SimpleNamespace(d=d, k=k, v_scale=v_scale, lr=lr, tails=[], gaps_W0=[], gaps_W1=[])
+    out = SimpleNamespace(d=d, k=k, v_scale=v_scale, lr=lr, tails=[], tails_W0=[], gaps_W0=[], gaps_W1=[])
     X_all, y_all, _ = data.gaussian_regression_data(max(P.secd_num_samples), d, generator(P.seed, "appD"))
     W0 = initial_weights(k, d, generator(P.seed, "appD-W"))
     V = multiclass.rademacher_output_layer(1, k, v_scale, generator(P.seed, "appD-V"), balanced=True)
@@ -369,8 +369,11 @@ def one_step(P) -> SimpleNamespace:
         W1 = W0 - lr / n * multiclass.multiclass_gradient(X, W0, V, r0, "relu")
         sv = {name: multiclass.jacobian_singular_values(X, W, V, "relu") for name, W in (("W0", W0), ("W1", W1))}
         out.tails.append(float(sv["W1"][2 * d] / sv["W1"][0]))
+        out.tails_W0.append(float(sv["W0"][2 * d] / sv["W0"][0]))
         out.gaps_W0.append(float(sv["W0"][2 * d - 1] / sv["W0"][2 * d]))
         out.gaps_W1.append(float(sv["W1"][2 * d - 1] / sv["W1"][2 * d]))
+    # the leading singular values at the largest n, relative to s_1, for the figure
+    out.spectra = {name: (values[:4 * d + 2] / values[0]).numpy() for name, values in sv.items()}
     out.tail_slope = stats.loglog_slope(P.secd_num_samples, out.tails)
     # App. D's last step bounds the tail by B ησ d sqrt(k/n) (B = sup|φ''|, 1/4 for softplus); informative only for
     # n >~ k (B ησ d)²

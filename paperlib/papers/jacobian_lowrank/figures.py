@@ -56,6 +56,29 @@ def tracking(P, mx, tr):
     return fig
 
 
+def appendix_d(P, step1):
+    """App. D: the tail s_(2d+1)/s_1 against n after one step (and at initialization), with the predicted slope
+    −1/2 through the first point; the leading singular values at the largest n."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    ns, two_d = np.array(P.secd_num_samples, dtype=float), 2 * step1.d
+    axes[0].loglog(ns, step1.tails, "o-", label="after one step, W₁ (measured)")
+    axes[0].loglog(ns, step1.tails_W0, "s-", color="0.5", label="at initialization, W₀ (measured)")
+    axes[0].loglog(ns, step1.tails[0] * (ns / ns[0]) ** -0.5, "k--", label="slope −1/2 (App. D's rate, shape)")
+    axes[0].set_xticks(ns, [str(int(n)) for n in ns])
+    axes[0].xaxis.set_minor_formatter(plt.NullFormatter())
+    axes[0].set_xlabel("samples n"); axes[0].set_ylabel(f"s_{two_d + 1} / s_1")
+    axes[0].set_title("(a) the tail after 2d singular values")
+    axes[0].legend(fontsize=8)
+    index = np.arange(1, len(step1.spectra["W1"]) + 1)
+    axes[1].semilogy(index, step1.spectra["W1"], "o-", label="W₁")
+    axes[1].semilogy(index, step1.spectra["W0"], "s-", color="0.5", label="W₀")
+    axes[1].axvline(two_d + 0.5, color="k", linestyle=":", label=f"2d = {two_d} (theory: the gap)")
+    axes[1].set_xlabel("index i"); axes[1].set_ylabel("s_i / s_1")
+    axes[1].set_title(f"(b) leading singular values at n = {max(P.secd_num_samples)}")
+    axes[1].legend(fontsize=8)
+    return fig
+
+
 def figure3(P, mx, ms):
     """The Jacobian's spectrum at initialization scaled by sqrt(KC/n): the curves coincide up to K²C."""
     fig, ax = plt.subplots(figsize=(6.4, 4))
