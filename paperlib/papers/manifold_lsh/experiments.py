@@ -35,7 +35,7 @@ PAPER_TABLE = {"mix": (19.13, 19.09, 20.46, 0.11), "sin": (26.8, 26.8, 28.4, 0.0
 EVEN_GENERATORS = ("cos", "log")  # M(γ) = M(−γ): the sign of γ cannot be recovered
 #: the λ of the λ → 0 limit (C16), largest first
 LIMIT_WEIGHT_DECAYS = (1e-2, 1e-3, 3e-4, 1e-4)
-MLP_BATCH_SIZE = 32  # the paper's batch size for its MLP (App. B)
+MLP_BATCH_SIZE = 32  # the batch size of the paper's MLP (its appendix on the synthetic experiments)
 
 
 def input_dim(P) -> int:
