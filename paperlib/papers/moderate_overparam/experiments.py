@@ -527,6 +527,8 @@ def thresholds(P, sweeps, name) -> SimpleNamespace:
     else:
         out.exponent, out.low, out.high, out.unreached = float("nan"), float("nan"), float("nan"), float("nan")
     out.all_reached = bool(fit.sum() >= 2 and np.all(np.isfinite(out.kn_star[fit])))
+    # where some k* lies beyond the grid, what the exponent can still be (a side, or none)
+    out.bound_kind, out.bound = overparam.censored_exponent_bound(n_arr[fit], out.kn_star[fit], max(P.kn_widths))
     n_sl = np.array(P.slice_num_samples)
     out.slice_exponent = (math.log(out.sl_star[-1] / out.sl_star[0]) / math.log(n_sl[-1] / n_sl[0])
                           if len(n_sl) >= 2 and np.all(np.isfinite(out.sl_star[[0, -1]])) else float("nan"))

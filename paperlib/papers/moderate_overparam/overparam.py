@@ -175,6 +175,33 @@ def percentile_interval(replicates, coverage: float = 0.95):
     return low, high
 
 
+def censored_exponent_bound(num_samples, thresholds, max_width: float) -> tuple[str | None, float]:
+    """What the least-squares exponent of log k* against log n can still be when some thresholds were not reached
+    inside the width grid (NaN in ``thresholds``: k* > ``max_width``).
+
+    The slope is linear in each log k*, with weight (log n_i − mean log n) / Σ(log n − mean)², so raising a
+    threshold at an n above the mean raises it and one below the mean lowers it. If every unreached threshold
+    lies above the mean, putting it at ``max_width`` gives a lower bound ("at least"); if every one lies below, an
+    upper bound ("at most"). Returns (kind, bound), or (None, nan) when the unreached ones lie on both sides, when
+    none is unreached, or with fewer than two n."""
+    import numpy as np
+
+    from paperlib.maths.stats import loglog_slope
+
+    ns, ks = np.asarray(num_samples, dtype=float), np.asarray(thresholds, dtype=float)
+    unreached = ~np.isfinite(ks)
+    if len(ns) < 2 or not unreached.any():
+        return None, float("nan")
+    weights = np.log(ns[unreached]) - np.log(ns).mean()
+    if (weights >= 0).all():
+        kind = "at least"
+    elif (weights <= 0).all():
+        kind = "at most"
+    else:  # unreached on both sides of the mean: no bound
+        return None, float("nan")
+    return kind, loglog_slope(ns, np.where(unreached, max_width, ks))
+
+
 def bootstrap_threshold_exponent(num_samples, widths, success, num_boot: int = 200, seed: int = 0,
                                  level: float = 0.5):
     """Bootstrap the growth exponent a of the success threshold k*(n) ~ n^a.

@@ -189,3 +189,22 @@ def test_linear_model_residual_norms_match_explicit_iteration():
     got = overparam.linear_model_residual_norms(K, r0, step, iters)
     # each iterate is a product of <= steps contractions of an n-vector; the eigendecomposition adds O(n) roundings
     assert got == pytest.approx(np.array(expected), rel=0, abs=rounding(np.linalg.norm(r0), (steps + 1) * n))
+
+
+@pytest.mark.parametrize("thresholds, kind", [([5.0, 7.5, 11.0, np.nan], "at least"), ([np.nan, 7.5, 11.0, 14.0], "at most")])
+def test_censored_exponent_bound_bounds_every_threshold_beyond_the_grid(thresholds, kind):
+    """A threshold not reached inside the grid lies anywhere above its widest width: whatever it is, the fitted
+    exponent stays on the bound's side."""
+    ns, max_width = [40, 60, 80, 100], 20.0
+    got_kind, bound = overparam.censored_exponent_bound(ns, thresholds, max_width)
+    assert got_kind == kind
+    for beyond in (max_width * 1.0001, 25.0, 60.0, 1e4):
+        slope = stats.loglog_slope(ns, np.where(np.isfinite(thresholds), thresholds, beyond))
+        tol = rounding(scale=10.0, terms=4)  # a least-squares fit of 4 logs, each below 10
+        assert (slope >= bound - tol) if kind == "at least" else (slope <= bound + tol)
+
+
+def test_censored_exponent_bound_gives_none_without_a_side():
+    ns = [40, 60, 80, 100]
+    assert overparam.censored_exponent_bound(ns, [np.nan, 7.5, 11.0, np.nan], 20.0)[0] is None
+    assert overparam.censored_exponent_bound(ns, [5.0, 7.5, 11.0, 14.0], 20.0)[0] is None
