@@ -486,12 +486,7 @@ class Study:
             points[n, train_output] = list(summary.values())
             points[n, train_output, "test-selected"] = [
                 float(result.test_error[i]) if i is not None else math.inf for i in result.best(on="test").values()]
-            # "the best test error it saw": per seed, the smallest test error of any configuration at any evaluation
-            groups = {}
-            for index, config in enumerate(result.configs):
-                groups.setdefault(config["group"], []).append(index)
-            seen = np.where(np.isfinite(result.history["error"]), result.history["error"], np.inf)
-            points[n, train_output, "best-seen"] = [float(seen[:, indices].min()) for indices in groups.values()]
+            points[n, train_output, "best-seen"] = list(result.best_seen("error").values())
         median = lambda key, field: float(np.median([s[field] for s in points[key]]))
         out = SimpleNamespace(points=points, history=history,
                               error_all=median((500, True), "error"), g_all=median((500, True), "g"),

@@ -485,6 +485,15 @@ class GridFit:
             chosen.setdefault(config["group"], None)
         return chosen
 
+    def best_seen(self, name: str = "error") -> dict:
+        """group -> the smallest value of history ``name`` over every configuration of the group and every
+        evaluation (inf where all diverged): "the best test error it saw", the paper's protocol, never a verdict."""
+        seen = np.where(np.isfinite(self.history[name]), self.history[name], np.inf)
+        groups = {}
+        for index, config in enumerate(self.configs):
+            groups.setdefault(config["group"], []).append(index)
+        return {group: float(seen[:, indices].min()) for group, indices in groups.items()}
+
 
 def grid_configs(lrs, weight_decays, seeds, **labels) -> list:
     """Every (lr, weight decay, seed) combination; a group is one seed (and labels):

@@ -184,6 +184,15 @@ def test_grid_selection_on_test_is_the_papers_protocol():
         fit.best(on="train")
 
 
+def test_best_seen_is_the_smallest_history_value_of_each_group():
+    """The paper's "best test error it saw": any configuration of the seed, any evaluation; diverged values skipped."""
+    configs = hn.grid_configs([0.1, 0.2], [0.0], range(2), target="main")
+    history = {"error": np.array([[0.9, 0.8, np.nan, 0.7], [0.4, 0.6, np.inf, 0.5], [0.5, 0.3, np.nan, 0.6]])}
+    fit = hn.GridFit("2layer", 8, configs, np.zeros(4), np.zeros(4), torch.zeros(4, 1, 1), np.zeros(4, bool), {}, 0.0, 0,
+                     history_epochs=[1, 2, 3], history=history)
+    assert fit.best_seen() == {("main", 0): 0.3, ("main", 1): 0.5}
+
+
 def test_random_relu_features_are_a_fixed_relu_map():
     """Against an explicit per-feature loop with the same draws; deterministic in the seed and
     independent of the number of rows (the same map applied to any input)."""
