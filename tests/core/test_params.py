@@ -110,6 +110,7 @@ def test_relations_are_checked_by_resolve():
     ("bottleneck", dict(depths=[2, 3]), "'depths'"),
     ("bottleneck", dict(depths=[2, 30]), "'depths'"),
     ("bottleneck", dict(sym_width=2), "'sym_width'"),
+    ("bottleneck", dict(sym_representation_layer=6), "'sym_representation_layer'"),  # smoke's L = 6 has hidden layers 1-5
     ("jacobian-lowrank", dict(gmm_sigmas=[0.1]), "'gmm_sigmas'"),
     ("jacobian-lowrank", dict(gmm_n_mult=[1, 30]), "'gmm_n_mult'"),
     ("jacobian-lowrank", dict(info_rank=5), "'info_rank'"),

@@ -454,7 +454,8 @@ def symmetry(P, device) -> SimpleNamespace:
     out.middle = list(range(P.sym_depth // 3, 2 * P.sym_depth // 3 + 1))
     out.mid_gaps = [float(out.svs[layer][1] / out.svs[layer][2]) for layer in out.middle]
     _, act = df.masks(net, X_st)
-    out.mid_layer = P.sym_depth // 2
+    # Figure 2(b)'s layer: the paper draws layer 6 of 25; 0 picks the middle, where Figure 2(a) puts the bottleneck
+    out.mid_layer = P.sym_representation_layer or P.sym_depth // 2
     out.rep = act[out.mid_layer]
     out.rep_c = out.rep - out.rep.mean(0)
     rep_sv = torch.linalg.svdvals(out.rep_c)
