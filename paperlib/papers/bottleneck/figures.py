@@ -77,8 +77,12 @@ def summary(P, sweep, found, profiles, sym):
         ax.plot(np.full(min(len(s), 6), layer + 1), s[:6].numpy(), "o", color="k" if layer in sym.middle else "0.6", ms=3)
     ax.plot([], [], "o", color="k", ms=3, label="middle layers (the bottleneck)")
     ax.plot([], [], "o", color="0.6", ms=3, label="outer layers")
+    ax.set_yscale("log")
+    plotted = torch.cat([s[:6] for s in sym.svs])
+    if (plotted > 0).any():  # an empty band below the data for the legend
+        ax.set_ylim(bottom=float(plotted[plotted > 0].min()) / 30)
     ax.legend(fontsize=7, loc="lower left")
-    ax.set_yscale("log"); ax.set_xlabel("layer l"); ax.set_ylabel("singular values (top 6)")
+    ax.set_xlabel("layer l"); ax.set_ylabel("singular values (top 6)")
     ax.set_title(f"(d) Figure 2(a): weight spectra, L = {P.sym_depth}")
 
     ax = axes[2, 0]
