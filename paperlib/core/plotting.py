@@ -79,3 +79,20 @@ def _edges(centers):
         return np.array([centers[0] - 0.5, centers[0] + 0.5])
     mids = (centers[1:] + centers[:-1]) / 2
     return np.concatenate([[centers[0] - (mids[0] - centers[0])], mids, [centers[-1] + (centers[-1] - mids[-1])]])
+
+
+def note_no_data(ax, reason):
+    """An empty panel says why it is empty: left alone, matplotlib draws default axes (-0.04 to 0.04) that
+    a reader could take for measurements. Used where a setting (a control, a small preset) leaves a panel
+    without data."""
+    ax.text(0.5, 0.5, reason, transform=ax.transAxes, ha="center", va="center", fontsize=9, color="0.3", wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def legend_headroom(*axes, fraction=0.45):
+    """Raise the top of each (linear) y axis by ``fraction`` of its span, so that a legend placed at the top
+    sits over empty space whatever the data do (a twin axis's data are invisible to loc="best")."""
+    for axis in axes:
+        low, high = axis.get_ylim()
+        axis.set_ylim(low, high + fraction * (high - low))

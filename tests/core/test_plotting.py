@@ -71,3 +71,21 @@ def test_phase_diagram_edges_for_uneven_and_single_values():
     assert ax.get_xlim() == (0.5, 5.0)                     # mids 1.5, 3; ends 1 - 0.5, 4 + 1
     assert ax.get_ylim() == (9.5, 10.5)
     plt.close(fig)
+
+
+def test_an_empty_panel_says_why_and_shows_no_ticks():
+    fig, ax = plt.subplots()
+    plotting.note_no_data(ax, "no rank-k* run")
+    assert [t.get_text() for t in ax.texts] == ["no rank-k* run"]
+    assert len(ax.get_xticks()) == 0 and len(ax.get_yticks()) == 0
+    plt.close(fig)
+
+
+def test_legend_headroom_raises_only_the_top_of_each_axis():
+    fig, ax = plt.subplots()
+    twin = ax.twinx()
+    ax.set_ylim(0.0, 2.0)
+    twin.set_ylim(-1.0, 1.0)
+    plotting.legend_headroom(ax, twin, fraction=0.5)
+    assert ax.get_ylim() == (0.0, 3.0) and twin.get_ylim() == (-1.0, 2.0)
+    plt.close(fig)

@@ -31,7 +31,7 @@ def spectra(found):
     ax.set_xscale("log"); ax.set_yscale("log"); ax.set_ylim(1e-18, 1)
     ax.set_xlabel("n / (d(d+1)/2)   (d decreases to the right; values below 1e-18, i.e. zero, drawn at 1e-18)")
     ax.set_ylabel("minimum eigenvalue")
-    ax.set_title(f"λ(X) and its lower bounds, n = {found.n}: the Khatri–Rao bound collapses past n = d(d+1)/2")
+    ax.set_title(f"λ(X) and its lower bounds, n = {found.n} (theory: the Khatri–Rao bound vanishes past n = d(d+1)/2)")
     # the ratios span about a decade, where matplotlib labels every minor tick and the labels run together:
     # label 1, 2 and 5 times the powers of ten instead, in plain numbers
     ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -119,18 +119,23 @@ def thresholds(P, found):
                       linewidth=3, alpha=0.35, label=f"95% bootstrap interval, {name} (capped at the largest k)")
     axes[0].plot(n_line, n_line / P.kn_input_dim, "k-", label="left: conjecture kd = n")
     first = [found[a].kn_star[0] for a in names]
-    ref = np.nanmean(first) if np.isfinite(first).any() else 1.0
-    axes[0].plot(n_line, ref * (n_line / n_line[0]) ** 2, "k--", label="left: theorems (smooth) ∝ n² (shape only)")
-    axes[0].plot(n_line, ref * (n_line / n_line[0]) ** 4, "k:", label="left: theorems (ReLU) ∝ n⁴ (shape only)")
+    if np.isfinite(first).any():  # the theorems give shapes only, anchored at the first measured k*; none, no anchor
+        ref = np.nanmean(first)
+        axes[0].plot(n_line, ref * (n_line / n_line[0]) ** 2, "k--", label="left: theorems (smooth) ∝ n² (shape only)")
+        axes[0].plot(n_line, ref * (n_line / n_line[0]) ** 4, "k:", label="left: theorems (ReLU) ∝ n⁴ (shape only)")
     axes[0].set_xlabel("n"); axes[0].set_ylabel("50% success width k*")
     axes[0].set_title(f"Threshold at fixed d = {P.kn_input_dim}")
-    axes[0].set_ylim(0, 2.5 * np.nanmax([np.nanmax(found[a].kn_star) if np.isfinite(found[a].kn_star).any() else 1
-                                         for a in names]))
+    measured = [np.nanmax(found[a].kn_star) for a in names if np.isfinite(found[a].kn_star).any()]
+    axes[0].set_ylim(0, 2.5 * max(measured) if measured else 1.1 * max(P.kn_widths))
     n_sl = np.array(P.slice_num_samples, dtype=float)
     axes[1].plot(n_sl, np.full_like(n_sl, 5.0), "k-", label="right: conjecture kd = n → k = 5")
     axes[1].plot(n_sl, 5.0 * n_sl / n_sl[0], "k--", label="right: theorems ∝ n (shape only)")
     axes[1].set_xlabel("n"); axes[1].set_ylabel("50% success width k*")
     axes[1].set_title("Threshold along d = n/5")
+    for ax, stars, widths in ((axes[0], "kn_star", P.kn_widths), (axes[1], "sl_star", P.slice_widths)):
+        if not any(np.isfinite(getattr(found[a], stars)).any() for a in names):
+            ax.text(0.5, 0.97, f"no k* to show: no width up to k = {max(widths)}\nreached 50% success at any n",
+                    transform=ax.transAxes, ha="center", va="top", fontsize=LEGEND_SIZE, color="0.3")
     handles = {}
     for ax in axes:  # one legend below both panels, where no point lies
         for handle, label in zip(*ax.get_legend_handles_labels()):

@@ -62,7 +62,7 @@ def summary(P, study, widths, sens, fig4):
               title="kernels of the initial networks", title_fontsize=6.5)
     ax.add_artist(first)
     ax.set_xscale("log"); ax.set_yscale("log"); ax.set_ylim(1e-4, 30)
-    ax.set_xlabel("N (training samples)"); ax.set_ylabel("test error (sum of squares over 15 outputs)")
+    ax.set_xlabel("N (training samples)"); ax.set_ylabel(f"test error (sum of squares over {P.num_outputs} outputs)")
     ax.set_title("(a) Kernels against networks\n(median and range over seeds)")
 
     ax = axes[0, 1]
@@ -73,7 +73,7 @@ def summary(P, study, widths, sens, fig4):
                          lambda method: [widths.width_kernels[method, m]["error"] for m in P.widths], line=True)
     ax.axhline(T, color="0.3", ls=":", label="k α²")
     ax.set_xscale("log"); ax.set_yscale("log")
-    ax.set_xlabel("m (width of each hidden layer)"); ax.set_ylabel("test error (sum of squares over 15 outputs)")
+    ax.set_xlabel("m (width of each hidden layer)"); ax.set_ylabel(f"test error (sum of squares over {P.num_outputs} outputs)")
     ax.set_title(f"(b) Figure 2's layout at N = {n_focus}:\nnetworks (median) and their initial kernels")
     ax.legend(fontsize=6.5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14))
 
@@ -83,7 +83,12 @@ def summary(P, study, widths, sens, fig4):
             ax.plot(P.betas, [float(np.median([s["g"] for s in sens.beta[b, train_output]])) for b in P.betas], style,
                     label=f"3resnet({'all' if train_output else 'hidden'})")
         ax.axvline(P.alpha, color="0.5", ls=":", label="β = α")
+        ax.axhline(1.0, color="0.3", ls=":", lw=0.8)
+        low, high = ax.get_ylim()  # 0 and 1 always in view: autoscaled, ĝ ≈ 0 noise of 0.01 looked like trends
+        ax.set_ylim(min(low, -0.05), max(high, 1.05))
         ax.legend(fontsize=8)
+    else:
+        plotting.note_no_data(ax, "no β sweep: it needs 3resnet in `archs` and a β in `betas`")
     ax.set_xlabel("β (weight of the base signal F)"); ax.set_ylabel("G-coefficient ĝ (1 = α G(F) learned)")
     ax.set_title(f"(c) Figure 3: H = βF + αG(F), α = {P.alpha:g}, N = {n_focus}")
 
@@ -122,7 +127,7 @@ def paper_points_history(P, study, points):
     axes[0].set_title(f"(a) ĝ against epochs, width {P.paper_width}")
     axes[1].axhline(study.T, color="0.3", ls=":", label="k α² (F only)")
     axes[1].set_yscale("log")
-    axes[1].set_ylabel("test error (sum of squares over 15 outputs)")
+    axes[1].set_ylabel(f"test error (sum of squares over {P.num_outputs} outputs)")
     axes[1].set_title("(b) test error against epochs (median and range over seeds)")
     for ax in axes:
         ax.legend(fontsize=7)
