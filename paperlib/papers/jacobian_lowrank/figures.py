@@ -149,7 +149,7 @@ def deep_summary(P, net, tables, q):
     ax = axes[3]
     for lvl in levels:
         ax.plot(deep[lvl]["hist"].epochs, deep[lvl]["hist"].test_error_clean, label=f"{lvl:.0%} corrupted")
-    ax.set_xlabel("epoch"); ax.set_ylabel("test error (clean labels)"); ax.set_title("Early-stopping dip (Fig. 6)")
+    ax.set_xlabel("epoch"); ax.set_ylabel("test error (clean labels)"); ax.set_title("Test error along training (Fig. 6; theory: a dip)")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return fig

@@ -51,7 +51,7 @@ def separation(found):
     ax.loglog(found.deltas, [r["indicator"] for r in rows], "^-", label="indicator kernel (Thm I.1)")
     ax.loglog(found.deltas, found.bound, "k--", label="Thm I.1 bound δ/(100n²)")
     ax.set_xlabel("separation δ"); ax.set_ylabel("minimum eigenvalue")
-    ax.set_title(f"Minimum eigenvalue against the planted separation (n = {found.n})")
+    ax.set_title(f"Minimum eigenvalue against the planted separation (n = {found.n}, d = {found.d})")
     ax.legend(fontsize=LEGEND_SIZE, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)  # beside: the bound crosses the plot
     fig.tight_layout()
     return fig
