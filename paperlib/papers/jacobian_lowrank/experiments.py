@@ -556,8 +556,11 @@ def three_class(P, net: DeepNetwork) -> SimpleNamespace | None:
     out.nuisance_ratio = {name: out.alignment[name, "train final"][0].nuisance / out.alignment[name, "train init"][0].nuisance
                           for name in final}
     out.adam_minus_sgd = final["adam"] - final["sgd"]
-    # the alignment claims assume the runs fit their labels, as the clean 10-class run must (fit_assumption)
-    out.fit = (max(out.train_error.values()) <= 0.1, "a 3-class run did not fit its labels (train error above 0.1)")
+    # each table's claim assumes that its own run fits its labels, as the clean 10-class run must (fit_assumption);
+    # one optimizer's failure to fit says nothing about the other's table
+    out.fit = {name: (err <= 0.1, f"the 3-class {'SGD' if name == 'sgd' else 'Adam'} run did not fit its labels "
+                                  f"(train error {err:.3f}, above 0.1)")
+               for name, err in out.train_error.items()}
     out.table = (f"{out.num_train} training images of classes 0–2 (chance floor of I(y): {out.floor:.4f}); final "
                  "training error " + ", ".join(f"{name}: {err:.3f}" for name, err in out.train_error.items()) + ".\n\n"
                  "| optimizer | Jacobian | I(y) | N(y) | J†y | I(r0) | N(r0) | paper I(y) / N(y) (3-class CIFAR-10) |\n"

@@ -21,3 +21,22 @@ def test_one_step_spectra_depend_only_on_the_seed():
     first, again = ex.one_step(P), ex.one_step(P)
     assert first.tails == again.tails and first.gaps_W1 == again.gaps_W1
     assert all(0 < t <= 1 for t in first.tails)
+
+
+def test_three_class_tables_gate_each_claim_by_its_own_runs_fit():
+    """App. C.3's tables run only at `full` (three_class_epochs 0 elsewhere), so no notebook test reaches them.
+    At smoke sizes with two epochs: both tables are filled (SGD with its half-way Jacobian), and each optimizer's
+    claim has its own fit assumption, so a run that does not fit leaves the other table's claim its verdict."""
+    import torch
+
+    from paperlib.core import params
+
+    P = params.plan("jacobian-lowrank", "smoke", {"three_class_epochs": 2})
+    three = ex.three_class(P, ex.DeepNetwork(P, torch.device("cpu")))
+    assert set(three.fit) == set(three.train_error) == set(three.nuisance_ratio) == {"sgd", "adam"}
+    for name, (fits, reason) in three.fit.items():
+        assert fits == (three.train_error[name] <= 0.1)
+        assert ("SGD" if name == "sgd" else "Adam") in reason and f"{three.train_error[name]:.3f}" in reason
+    assert len(three.rows) == 9  # SGD: train init, half, final, test init, final; Adam: the same without half
+    assert all(math.isfinite(ratio) and ratio >= 0 for ratio in three.nuisance_ratio.values())
+    assert sum(three.counts) == three.num_train
