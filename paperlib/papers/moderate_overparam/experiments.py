@@ -170,7 +170,7 @@ def separation(P) -> SimpleNamespace:
                      "softplus": linalg.min_eigenvalue(neural_covariance(G, "softplus", order=P.hermite_order))})
     deltas = np.array([r["delta"] for r in rows])
     n = X.shape[0]
-    return SimpleNamespace(n=n, d=X.shape[1], rows=rows, deltas=deltas, bound=deltas / (100 * n ** 2),
+    return SimpleNamespace(n=n, d=X.shape[1], pair=P.separation_pair, rows=rows, deltas=deltas, bound=deltas / (100 * n ** 2),
                            slopes={name: stats.loglog_slope(deltas, [r[name] for r in rows]) for name in ACTIVATIONS})
 
 
