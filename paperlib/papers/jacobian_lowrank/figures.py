@@ -18,7 +18,9 @@ def linear_prelude(P, lin):
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     iters = np.arange(P.lin_steps + 1)
     axes[0].plot(iters, lin.total, label="E L (closed form)")
-    axes[0].plot(lin.checkpoints, [m.total for m in lin.mc], "ko", label=f"Monte Carlo, {P.lin_mc_draws} noise draws")
+    noisy = P.lin_sigma_x > 0 or P.lin_sigma_y > 0  # without noise every draw is the same data
+    mc_label = f"Monte Carlo, {P.lin_mc_draws} noise draws" if noisy else "Monte Carlo (no noise to draw)"
+    axes[0].plot(lin.checkpoints, [m.total for m in lin.mc], "ko", label=mc_label)
     axes[0].axvline(lin.best, color="0.5", linestyle=":", label=f"minimum at iteration {lin.best}")
     axes[0].set_xlabel("GD iteration"); axes[0].set_ylabel("population loss"); axes[0].set_title("(a) test loss (theory: dips, then rises)")
     axes[1].plot(iters, lin.info_part, label="E L_I (information)")

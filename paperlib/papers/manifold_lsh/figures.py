@@ -25,9 +25,10 @@ def sampled_distances(R, labels, gen, num=4000):
     return same.numpy(), (R[i[keep]] - R[j[keep]]).norm(dim=1).numpy()
 
 
-def summary(P, layer, base, theta_rows, theta_raw=()):
+def summary(P, layer, base, theta_rows, theta_raw=(), table_recovery=None):
     """(a) the Gram error against the width with c N/√D and Lemma 22's width; (b) Figure 3's mean
-    distances between classes; (c) Figures 4/5's distance histograms; (d) Figure 6's γ recovery."""
+    distances between classes; (c) Figures 4/5's distance histograms; (d) Figure 6's γ recovery, with
+    ``table_recovery`` ({generator: recovery}) marking Table 1's runs at ``P.theta_scale``."""
     fig, axes = plt.subplots(2, 2, figsize=(10.5, 8.5))  # narrower: shown at the column width, labels stay legible
     ax = axes[0, 0]
     for n_pts, color in zip(P.gram_sizes, plotting.PALETTE):
@@ -71,9 +72,14 @@ def summary(P, layer, base, theta_rows, theta_raw=()):
         ax.plot([s for s, _ in rows], [v for _, v in rows], "o-", color=color, label=f"{kind}, learnt map")
     if len(theta_raw):  # the same linear recovery from x itself, the baseline of fig6-recovery-vs-theta
         ax.plot(P.theta_sweep, theta_raw, "s--", color=plotting.PALETTE[0], mfc="none", label="mix, from x itself")
+    # Table 1's runs, at the chapter's own θ scale: a control that moves it (theta_scale) shows here too
+    for (kind, value), color in zip((table_recovery or {}).items(), plotting.PALETTE):
+        ax.plot([P.theta_scale], [value], "*", ms=12, color=color, mec="k", mew=0.5,
+                label=f"{kind}, Table 1's run (θ scale {P.theta_scale:g})")
     ax.axhline(1 / math.sqrt(2), color="0.4", ls=":", label="1/√2: zero predictor (even generators)")
     ax.set_xscale("log"); ax.set_xlabel("θ scale"); ax.set_ylabel("normalised γ recovery distance")
-    ax.set_xticks(P.theta_sweep); ax.set_xticklabels([f"{s:g}" for s in P.theta_sweep]); ax.minorticks_off()
+    ticks = sorted(set(P.theta_sweep) | ({P.theta_scale} if table_recovery else set()))
+    ax.set_xticks(ticks); ax.set_xticklabels([f"{s:g}" for s in ticks]); ax.minorticks_off()
     ax.set_title("(d) Figure 6: recovery against the θ scale (theory track)")
     plotting.legend_headroom(ax)  # a control's curves cross the middle, where loc="best" put the legend over them
     ax.legend(fontsize=7, loc="upper center", ncol=2)
