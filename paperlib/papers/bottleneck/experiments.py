@@ -344,6 +344,17 @@ def rank_ranges(rank_by_depth: dict) -> str:
     return "; ".join(f"rank {rank:g} at L = {lo}" + (f"-{hi}" if hi != lo else "") for rank, lo, hi in ranges)
 
 
+def rank_rises(runs, rank_by_depth: dict) -> str:
+    """Where the median rank rises from one depth of the sweep to the next: each run's rank there and its
+    middle matrix's leading singular values (one past the rank), so that a reader sees whether a direction
+    counted against ``sv_threshold`` is a clear one or a small one near the threshold."""
+    depths = list(rank_by_depth)
+    rising = [d for prev, d in zip(depths, depths[1:]) if rank_by_depth[d] > rank_by_depth[prev]]
+    return "; ".join(f"L = {r['depth']}, seed {r['seed']}: rank {r['rank']}, singular values "
+                     + ", ".join(f"{s:.3f}" for s in np.asarray(r["sv_mid"])[:r["rank"] + 1])
+                     for d in rising for r in runs if r["depth"] == d)
+
+
 def profile(P, device) -> dict:
     """Figure 1(b) with the paper's nonlinear g: per depth of ``relu_g_depths``, the count of singular values
     above ``sv_threshold`` in every layer, the spectra and the fit."""

@@ -31,3 +31,14 @@ def test_rank_ranges_groups_consecutive_depths_of_one_median_rank():
     ranks = {4: 3.0, 6: 2.0, 8: 2.0, 12: 1.5, 28: 0.0, 32: 0.0}
     assert ex.rank_ranges(ranks) == "rank 3 at L = 4; rank 2 at L = 6-8; rank 1.5 at L = 12; rank 0 at L = 28-32"
     assert ex.rank_ranges({4: 2.0}) == "rank 2 at L = 4"
+
+
+def test_rank_rises_names_the_runs_where_the_median_rank_rises():
+    def run(depth, seed, rank, svs):
+        return dict(depth=depth, seed=seed, rank=rank, sv_mid=np.array(svs))
+    runs = [run(24, 0, 2, [1.1, 1.0, 0.09, 0.05]), run(28, 0, 3, [1.1, 1.0, 0.13, 0.05]),
+            run(28, 1, 2, [1.1, 1.0, 0.08, 0.04]), run(32, 0, 1, [1.0, 0.02])]
+    medians = {24: 2.0, 28: 2.5, 32: 1.0}
+    assert ex.rank_rises(runs, medians) == ("L = 28, seed 0: rank 3, singular values 1.100, 1.000, 0.130, 0.050; "
+                                            "L = 28, seed 1: rank 2, singular values 1.100, 1.000, 0.080")
+    assert ex.rank_rises(runs, {24: 2.0, 32: 1.0}) == ""
