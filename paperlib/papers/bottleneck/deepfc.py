@@ -100,21 +100,34 @@ def forward(layers: list, X: torch.Tensor, slope: float = 0.0, keep: bool = Fals
 
     ``leading`` (stacked ReLU networks only, one count per layer): only the first ``leading[l]`` networks
     compute hidden layer l; the others pass their activation through unchanged. That is exactly what an
-    identity layer with zero bias does after a ReLU (see :func:`train_adam_depths`), without its product."""
+    identity layer with zero bias does after a ReLU (see :func:`train_adam_depths`), without its product.
+    The counts never grow from one hidden layer to the next (the networks are stacked deepest first), so a
+    network's activation is set aside when its last real hidden layer is done, and the activations are put
+    back together once, before the output layer. Joining them at every padded layer copied all the activations
+    there, and its backward pass filled and added full-size gradients for the two slices: memory traffic
+    that a GPU step at `full` is bound by in part (``benchmarks/padding_skip.py``)."""
     stacked = layers[0][0].dim() == 3
     if leading is not None and (keep or slope != 0 or not stacked or len(leading) != len(layers)
-                                or leading[0] != leading[-1] or leading[-1] != layers[-1][0].shape[0]):
+                                or leading[0] != leading[-1] or leading[-1] != layers[-1][0].shape[0]
+                                or any(a < b for a, b in zip(leading[:-2], leading[1:-1]))):
         raise ValueError("leading needs stacked ReLU networks whose first and output layers are every network's "
-                         "(one count per layer), without keep")
+                         "(one count per layer, never growing over the hidden layers), without keep")
     h = X
     if stacked and X.dim() == 2:
         h = X.expand(layers[0][0].shape[0], *X.shape)
     pre, act = [], [h]
+    done = []  # activations of the networks whose real hidden layers are over, last rows first
     for index, (W, b) in enumerate(layers):
         if leading is not None and leading[index] < W.shape[0]:
             n = leading[index]
-            h = torch.cat([torch.relu(torch.bmm(h[:n], W[:n].transpose(1, 2)) + b[:n, None, :]), h[n:]])
+            if n < h.shape[0]:
+                done.append(h[n:])
+                h = h[:n]
+            h = torch.relu(torch.bmm(h, W[:n].transpose(1, 2)) + b[:n, None, :])
             continue
+        if done:  # the output layer: every network's activation again, in the stacked order
+            h = torch.cat([h] + done[::-1])
+            done = []
         z = (torch.bmm(h, W.transpose(1, 2)) + b[:, None, :]) if stacked else h @ W.T + b
         pre.append(z)
         if index < len(layers) - 1:

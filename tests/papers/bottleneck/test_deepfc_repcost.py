@@ -510,7 +510,7 @@ def test_leading_rows_pass_through_as_identity_padding_does():
               for i in range(3)] + [(torch.cat([deep[3][0], shallow[1][0]]), torch.cat([deep[3][1], shallow[1][1]]))]
     assert torch.equal(df.forward(padded, X, leading=[3, 2, 2, 3]), df.forward(padded, X))
     assert torch.equal(df.forward(padded, X)[2], df.forward(shallow, X)[0])
-    for bad in (dict(leading=[3, 2, 2, 2]), dict(leading=[2, 2, 2, 3]), dict(leading=[3, 2, 3]),
+    for bad in (dict(leading=[3, 2, 2, 2]), dict(leading=[2, 2, 2, 3]), dict(leading=[3, 2, 3]), dict(leading=[3, 2, 3, 3]),
                 dict(leading=[3, 2, 2, 3], slope=0.1), dict(leading=[3, 2, 2, 3], keep=True)):
         with pytest.raises(ValueError, match="leading"):
             df.forward(padded, X, **bad)
