@@ -9,6 +9,9 @@
 #                                                 each chapter, and pack logs,
 #                                                 GPU samples, finished results and the
 #                                                 notebooks in progress into $OUT/full-runs.tar.gz
+#   benchmarks/full_on_gpu.sh bench               bottleneck's two costs of 2026-11-27 (random_nets_threads.py,
+#                                                 padding_skip.py): about two minutes, for the time left over;
+#                                                 their output goes to $OUT
 #   benchmarks/full_on_gpu.sh stop                end the runs and the sampler
 #
 # papermill saves the notebook after every cell, with each cell's start, end and duration in its
@@ -70,6 +73,12 @@ poll() {
     grep -h "running since\|failed\|^| total\|^###" $RUNS/section-times.md || true
     tar -czf "${OUT:?}/full-runs.tar.gz" -C "$(dirname $RUNS)" "$(basename $RUNS)" || true
     ls -la "$OUT"
+}
+
+bench() {
+    setup_env
+    timeout 150 python3 benchmarks/random_nets_threads.py 2>&1 | tee "${OUT:?}/random-nets-threads.txt" || true
+    timeout 300 python3 benchmarks/padding_skip.py --profile-steps 20 2>&1 | tee "$OUT/padding-skip.txt" || true
 }
 
 stop() {  # end the runs and the sampler (a rehearsal's end; a GPU machine's processes end when it goes back)
