@@ -78,7 +78,7 @@ poll() {
 bench() {
     setup_env
     timeout 150 python3 benchmarks/random_nets_threads.py 2>&1 | tee "${OUT:?}/random-nets-threads.txt" || true
-    timeout 300 python3 benchmarks/padding_skip.py --profile-steps 20 2>&1 | tee "$OUT/padding-skip.txt" || true
+    timeout 300 python3 benchmarks/padding_skip.py --profile-steps 20 --compiled 2>&1 | tee "$OUT/padding-skip.txt" || true
 }
 
 stop() {  # end the runs and the sampler (a rehearsal's end; a GPU machine's processes end when it goes back)
