@@ -1,4 +1,4 @@
-"""Command line: ``python -m paperlib run|sweep|sweep-report|list|book|reference|publish-full|nbval-prepare|new``."""
+"""Command line: ``python -m paperlib run|sweep|sweep-report|list|book|reference|publish-full|compare|nbval-prepare|new``."""
 
 from __future__ import annotations
 
@@ -98,6 +98,13 @@ def cmd_book(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from paperlib.core.ledger import comparison_text, compare, load
+    a, b = load(args.ledger_a), load(args.ledger_b)
+    print(comparison_text(a, b, args.ledger_a, args.ledger_b, fields=args.fields))
+    return 1 if args.require_identical and not compare(a, b)["identical"] else 0
+
+
 def cmd_reference(args) -> int:
     import os
     from paperlib.core.book import REFERENCE_DIR
@@ -193,6 +200,15 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--conditions", default="alone on the GPU",
                          help="how the run was made (alone, or beside which other runs; threads)")
     publish.set_defaults(func=cmd_publish_full)
+
+    compare = sub.add_parser("compare", help="two claims ledgers claim by claim: verdicts that differ, claims in one only")
+    compare.add_argument("ledger_a")
+    compare.add_argument("ledger_b")
+    compare.add_argument("--require-identical", action="store_true",
+                         help="exit 1 unless every claim's every field is the same (a change meant to move nothing)")
+    compare.add_argument("--fields", action="store_true", help="also list the claims with the same verdict whose "
+                                                              "other fields differ, and which fields")
+    compare.set_defaults(func=cmd_compare)
 
     new = sub.add_parser("new", help="scaffold a new chapter: notebook, presets, paper package and test")
     new.add_argument("slug", help="lower-case words joined by hyphens, e.g. lazy-training")

@@ -660,3 +660,44 @@ def git_revision() -> str | None:
         return head + ("-dirty" if changed else "")
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def compare(a: dict, b: dict) -> dict:
+    """Two ledgers claim by claim (a `default` and a `full` run, two seeds, a run before and after a change):
+    the claims only in one, those whose verdict or kind differ, and those whose other fields (measured values,
+    reasons) differ with the same verdict. ``identical`` when every claim's every field is the same."""
+    claims_a, claims_b = ({c["id"]: c for c in ledger["claims"]} for ledger in (a, b))
+    both = [i for i in claims_a if i in claims_b]
+    verdicts = [i for i in both if (claims_a[i]["verdict"], claims_a[i]["kind"]) != (claims_b[i]["verdict"], claims_b[i]["kind"])]
+    other_fields = [i for i in both if i not in verdicts and claims_a[i] != claims_b[i]]
+    only_a = [i for i in claims_a if i not in claims_b]
+    only_b = [i for i in claims_b if i not in claims_a]
+    return dict(both=both, verdict_differs=verdicts, fields_differ=other_fields, only_a=only_a, only_b=only_b,
+                identical=not (verdicts or other_fields or only_a or only_b))
+
+
+def comparison_text(a: dict, b: dict, label_a: str = "A", label_b: str = "B", fields: bool = False) -> str:
+    """:func:`compare` for a reader: each ledger's run and headline, then the differences, claim by claim (with
+    ``fields``, also the claims whose verdict is the same and which fields differ)."""
+    result = compare(a, b)
+    run = lambda d: (f"{d['paper']}, {d['preset']}, seed {d.get('seed', '-')}, {d.get('device', '-')}, "
+                     f"revision {d.get('git') or '-'}")
+    lines = [f"{label_a}: {run(a)}: {headline(a['claims'])}", f"{label_b}: {run(b)}: {headline(b['claims'])}"]
+    claims_a, claims_b = ({c["id"]: c for c in d["claims"]} for d in (a, b))
+    same = len(result["both"]) - len(result["verdict_differs"])
+    lines.append(f"{len(result['both'])} claims in both: {same} with the same verdict, of which "
+                 f"{len(result['fields_differ'])} differ in another field (a measured value, a reason)")
+    if result["identical"]:
+        lines.append("identical: every claim, every field")
+    for claim_id in result["verdict_differs"]:
+        x, y = claims_a[claim_id], claims_b[claim_id]
+        kind = x["kind"] if x["kind"] == y["kind"] else f"{x['kind']} -> {y['kind']}"
+        lines.append(f"  {claim_id} ({kind}): {x['verdict']} ({_fmt(x['measured'])}) -> {y['verdict']} ({_fmt(y['measured'])})")
+    for claim_id in result["fields_differ"] if fields else []:
+        names = [k for k in sorted(set(claims_a[claim_id]) | set(claims_b[claim_id]))
+                  if claims_a[claim_id].get(k) != claims_b[claim_id].get(k)]
+        lines.append(f"  {claim_id}: same verdict, {', '.join(names)} differ")
+    for label, ids, claims in ((label_a, result["only_a"], claims_a), (label_b, result["only_b"], claims_b)):
+        for claim_id in ids:
+            lines.append(f"  only in {label}: {claim_id} ({claims[claim_id]['kind']}, {claims[claim_id]['verdict']})")
+    return "\n".join(lines)

@@ -407,3 +407,41 @@ def test_plain_text_keeps_stars_and_underscores_out_of_markdown_emphasis():
     assert plain("slope k*L through k* runs") == r"slope k\*L through k\* runs"
     assert plain("log|A|_+ and x_i") == r"log|A|\_+ and x\_i"
     assert plain("set `sweep_depths` to k*") == r"set `sweep_depths` to k\*"  # code spans stay as they are
+
+
+def ledger_with(measured: dict) -> dict:
+    """A ledger's dict with one prediction per entry of ``measured`` (id: value), each accepted at most 1."""
+    ledger = make_ledger()
+    for claim_id, value in measured.items():
+        ledger.record(claim_id, "Thm 1", "s", kind="prediction", measured=value, predicted=0.0, check=L.at_most(atol=1.0))
+    return ledger.as_dict()
+
+
+def test_compare_sorts_claims_by_what_differs():
+    a, b = ledger_with({"same": 0.5, "moved": 0.5, "flipped": 0.5, "gone": 0.5}), \
+        ledger_with({"same": 0.5, "moved": 0.25, "flipped": 2.0, "new": 0.5})
+    result = L.compare(a, b)
+    assert result["verdict_differs"] == ["flipped"] and result["fields_differ"] == ["moved"]
+    assert result["only_a"] == ["gone"] and result["only_b"] == ["new"] and not result["identical"]
+    assert L.compare(a, json.loads(json.dumps(a)))["identical"]  # a ledger read back from its file
+
+
+def test_comparison_text_names_each_difference():
+    a, b = ledger_with({"moved": 0.5, "flipped": 0.5}), ledger_with({"moved": 0.25, "flipped": 2.0})
+    text = L.comparison_text(a, b, "run1", "run2")
+    assert "flipped (prediction): reproduced (0.5) -> not reproduced (2)" in text
+    assert "moved" not in text.split("\n", 3)[3]  # same verdict: counted, listed only with fields=True
+    assert "moved: same verdict, measured, why differ" in L.comparison_text(a, b, fields=True)
+    assert "identical: every claim, every field" in L.comparison_text(a, a)
+
+
+def test_compare_command_can_require_identical_ledgers(tmp_path, capsys):
+    from paperlib.core.cli import main
+    paths = []
+    for name, measured in (("a", {"x": 0.5}), ("b", {"x": 0.5}), ("c", {"x": 0.25})):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(ledger_with(measured)))
+    assert main(["compare", str(paths[0]), str(paths[1]), "--require-identical"]) == 0
+    assert main(["compare", str(paths[0]), str(paths[2]), "--require-identical"]) == 1
+    assert main(["compare", str(paths[0]), str(paths[2])]) == 0
+    assert "1 differ in another field" in capsys.readouterr().out
