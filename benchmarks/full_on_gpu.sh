@@ -10,7 +10,7 @@
 #                                                 GPU samples, finished results and the
 #                                                 notebooks in progress into $OUT/full-runs.tar.gz
 #   benchmarks/full_on_gpu.sh bench               bottleneck's two costs of 2026-11-27 (random_nets_threads.py,
-#                                                 padding_skip.py): about two minutes, for the time left over;
+#                                                 padding_skip.py): two to three minutes, for the time left over;
 #                                                 their output goes to $OUT
 #   benchmarks/full_on_gpu.sh stop                end the runs and the sampler
 #
