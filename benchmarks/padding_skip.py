@@ -29,6 +29,7 @@ and N (a CPU rehearsal of the script).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 
@@ -60,15 +61,13 @@ def joined_forward(layers, X, slope=0.0, keep=False, leading=None):
 
 
 ORIGINAL_FORWARD = deepfc.forward
-COMPILED = []
+VARIANTS = ("set aside", "joined", "computed")
 
 
+@functools.cache
 def compiled_forward():
     """One ``torch.compile`` of the current forward pass for every sweep, so that it compiles once."""
-    if not COMPILED:
-        COMPILED.append(torch.compile(ORIGINAL_FORWARD, dynamic=False))
-    return COMPILED[0]
-VARIANTS = ("set aside", "joined", "computed")
+    return torch.compile(ORIGINAL_FORWARD, dynamic=False)
 
 
 def sweep(device, scale: float, steps: int, variant: str = "set aside"):

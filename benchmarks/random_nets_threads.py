@@ -4,9 +4,9 @@
 
 At `full` the section (``experiments.random_networks``, 1,000 float64 networks on the CPU) took 89.7 s on the
 H200 machine's 16 threads on 2026-11-27, 90 ms a network, with the GPU idle. On this project's 2-core CPU machine
-the same networks take about 48 ms at one thread and 52–58 ms at two (2026-11-27): small LAPACK problems gain
-nothing from threads, and may lose. 72 % of the section is ``torch.linalg.eigvalsh`` on Proposition 9's matrices
-(per network and reading, 32 symmetric matrices of side d_out·d_in, up to 361).
+the same networks took 45–52 ms at one thread and 41–54 ms at two (2026-11-27, several runs: no difference beyond
+the spread), and 0.5–1 s at 4 to 16 threads, oversubscribed. 70–86 % of the section is ``torch.linalg.eigvalsh``
+on Proposition 9's matrices (per network and reading, 32 symmetric matrices of side d_out·d_in, up to 361).
 
 For each thread count this prints the section's time a network and the eigensolver's share, and whether the
 section's results are bit for bit those at the first thread count. (Threads may round differently: the project
@@ -29,14 +29,15 @@ from paperlib.papers.bottleneck import experiments as ex
 
 
 def run_section(P):
-    """The section, with every batch of matrices handed to ``eigvalsh`` recorded; (result, seconds, eig seconds, batches)."""
+    """The section, with every batch of matrices handed to ``eigvalsh`` and its eigenvalues recorded;
+    (result, seconds, eig seconds, [(matrices, eigenvalues)])."""
     original, batches, eig_seconds = torch.linalg.eigvalsh, [], [0.0]
 
     def recorded(matrix, *args, **kwargs):
         start = time.perf_counter()
         values = original(matrix, *args, **kwargs)
         eig_seconds[0] += time.perf_counter() - start
-        batches.append(matrix)
+        batches.append((matrix, values))
         return values
 
     torch.linalg.eigvalsh = recorded
@@ -58,9 +59,9 @@ def flat(result) -> np.ndarray:
 
 
 def on_device(batches, device) -> tuple[float, float]:
-    """Seconds for every recorded batch's eigenvalues on ``device`` (after one warm-up pass), and the largest
-    difference of max |eigenvalue| from the CPU's, relative to it."""
-    moved = [b.to(device) for b in batches]
+    """Seconds for every recorded batch's eigenvalues on ``device`` (after a warm-up), and the largest
+    difference of max |eigenvalue| from the CPU's recorded one, relative to it."""
+    moved = [matrix.to(device) for matrix, _ in batches]
     for m in moved[:4]:
         torch.linalg.eigvalsh(m)
     torch.cuda.synchronize(device)
@@ -68,7 +69,7 @@ def on_device(batches, device) -> tuple[float, float]:
     norms = [torch.linalg.eigvalsh(m).abs().amax(-1) for m in moved]
     torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
-    reference = [torch.linalg.eigvalsh(b).abs().amax(-1) for b in batches]
+    reference = [values.abs().amax(-1) for _, values in batches]
     error = max(float(((n.cpu() - r).abs() / r.clamp_min(1e-300)).max()) for n, r in zip(norms, reference))
     return seconds, error
 

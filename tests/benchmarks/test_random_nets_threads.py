@@ -19,7 +19,8 @@ def test_the_section_is_timed_with_its_eigenvalue_problems_recorded():
     assert torch.linalg.eigvalsh is original
     assert 0 < eig_seconds < seconds
     assert len(batches) == 4  # two networks, two readings of Prop. 9 each
-    assert all(b.shape[0] == 32 and b.shape[-1] == b.shape[-2] for b in batches)  # 32 inputs a network
+    assert all(m.shape[0] == 32 and m.shape[-1] == m.shape[-2] and v.shape == m.shape[:2]
+               for m, v in batches)  # 32 inputs a network, their eigenvalues beside them
     assert rnt.flat(result).size > 0
 
 
