@@ -254,6 +254,17 @@ def bound_ratio(measured: float, bound: float) -> float:
     return measured / bound
 
 
+def depth_weight_decays(P):
+    """λ of each depth of the sweep: ``weight_decay`` at every depth (the paper), or, for the control
+    ``decay-falls-with-depth``, ``weight_decay`` · (L / min(depths))^``weight_decay_depth_exponent``. §3 prices a
+    dimension at about λL; an exponent below −1 makes that price fall with depth. A single number when the exponent
+    is 0, so that the paper's setting runs exactly as before the parameter existed."""
+    if P.weight_decay_depth_exponent == 0:
+        return P.weight_decay
+    shallowest = min(P.depths)
+    return [P.weight_decay * (depth / shallowest) ** P.weight_decay_depth_exponent for depth in P.depths]
+
+
 def depth_sweep(P, device) -> SimpleNamespace:
     """Networks of every depth of ``depths`` and ``seeds`` seeds (one batched program, exactly as if each were
     trained alone: :func:`deepfc.train_adam_depths`) fit a target of bottleneck rank k*; every trained network
@@ -262,9 +273,14 @@ def depth_sweep(P, device) -> SimpleNamespace:
     data = rc.bottleneck_data(P.num_train, P.num_test, k, P.latent, P.g_kind, generator(P.seed, "data-A"))
     out = SimpleNamespace(data=data, y_var=float(data.Y_test.var()), runs=[], ntk_top={}, log=[])
     depth_seeds = [derive_seed(P.seed, "A", s) for s in range(P.seeds)]
+    decays = depth_weight_decays(P)
     fits = df.train_adam_depths([init([data.X.shape[1]] + [P.width] * (depth - 1) + [data.Y.shape[1]], depth_seeds, device)
-                                 for depth in P.depths], data.X, data.Y, weight_decay=P.weight_decay, steps=P.steps, lr=P.lr)
+                                 for depth in P.depths], data.X, data.Y, weight_decay=decays, steps=P.steps, lr=P.lr)
     out.log.append(f"{len(P.depths)} depths x {P.seeds} seeds trained in {fits[0].seconds:.1f} s")
+    if P.weight_decay_depth_exponent != 0:
+        out.log.append("λ by depth (weight_decay_depth_exponent = "
+                       f"{P.weight_decay_depth_exponent:g}): " + ", ".join(f"L = {d}: {lam:.3g} (λL = {lam * d:.3g})"
+                                                                       for d, lam in zip(P.depths, decays)))
     for depth, fit in zip(P.depths, fits):
         for s in range(P.seeds):
             out.runs.append(analyse(P, df.select(fit.layers, s), depth, s, fit.train_mse[s], data.X.double(), data.X_test,

@@ -42,3 +42,13 @@ def test_rank_rises_names_the_runs_where_the_median_rank_rises():
     assert ex.rank_rises(runs, medians) == ("L = 28, seed 0: rank 3, singular values 1.100, 1.000, 0.130, 0.050; "
                                             "L = 28, seed 1: rank 2, singular values 1.100, 1.000, 0.080")
     assert ex.rank_rises(runs, {24: 2.0, 32: 1.0}) == ""
+
+
+def test_depth_weight_decays_keeps_one_lambda_unless_the_control_scales_it():
+    paper = SimpleNamespace(depths=[8, 4, 16], weight_decay=0.002, weight_decay_depth_exponent=0.0)
+    assert ex.depth_weight_decays(paper) == 0.002     # one number: the paper's setting runs as before
+    control = SimpleNamespace(depths=[8, 4, 16], weight_decay=0.016, weight_decay_depth_exponent=-4.0)
+    # λ(L) = λ (L / 4)^-4 in the order of `depths`; powers of two, so exact
+    assert ex.depth_weight_decays(control) == [0.001, 0.016, 0.016 / 256]
+    prices = [lam * L for lam, L in zip(ex.depth_weight_decays(control), control.depths)]
+    assert prices[1] > prices[0] > prices[2]           # below −1 the price λL of a dimension falls with depth
