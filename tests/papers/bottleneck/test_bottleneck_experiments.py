@@ -4,7 +4,9 @@ the whole ledger with the reference)."""
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
+from paperlib.core import params as P
 from paperlib.papers.bottleneck import experiments as ex
 
 
@@ -52,3 +54,10 @@ def test_depth_weight_decays_keeps_one_lambda_unless_the_control_scales_it():
     assert ex.depth_weight_decays(control) == [0.001, 0.016, 0.016 / 256]
     prices = [lam * L for lam, L in zip(ex.depth_weight_decays(control), control.depths)]
     assert prices[1] > prices[0] > prices[2]           # below −1 the price λL of a dimension falls with depth
+
+
+def test_an_exponent_that_would_overflow_lambda_is_refused_by_name():
+    smoke = P.load_preset("bottleneck", "smoke")
+    assert P.validate("bottleneck", dict(smoke, weight_decay_depth_exponent=-16.0))["weight_decay_depth_exponent"] == -16.0
+    with pytest.raises(P.ParameterError, match="weight_decay_depth_exponent"):
+        P.validate("bottleneck", dict(smoke, weight_decay_depth_exponent=17.0))
