@@ -42,7 +42,9 @@ def summary(P, sweep, found, profiles, sym):
     # use rank-k* runs by the gap rule; a ring shows which runs those are, so the two are never confused
     ax.scatter([r["depth"] for r in rank_k], [r["weight_norm"] for r in rank_k], s=110, facecolor="none", edgecolor="k",
                linewidth=1, label=f"rank-k* run (s_k* ≥ {ex.RANK_K_MIN_SINGULAR_VALUE}, s_k*/s_k*+1 ≥ {ex.RANK_K_MIN_GAP:g})")
-    ax.set_xlabel("depth L"); ax.set_ylabel("Σ‖W_l‖² (parameter norm)"); ax.set_title("(a) Figure 1(a): norm against depth")
+    ax.set_xlabel("depth L"); ax.set_ylabel("Σ‖W_l‖² (parameter norm)"); ax.set_title("(a) Figure 1(a): norm against depth" + (
+        "" if P.weight_decay_depth_exponent == 0 else
+        f"\nλ = {P.weight_decay:g}·(L/{min(P.depths)})^{P.weight_decay_depth_exponent:g} (control: λ by depth)"))
     ax.legend(fontsize=7, title=f"colour: middle singular values > {P.sv_threshold:g}", title_fontsize=7)
 
     ax = axes[0, 1]
