@@ -7,7 +7,8 @@ its epochs recorded, and the seconds a step are printed for both:
 
 - resnet-beyond-kernels' ``train_sgd``: 3resnet, 24 configurations, width 200, N = 2000, batches of 50;
 - manifold-lsh's ``train_mlps``: 5 MLPs of width 1000 on 2000 points in 16 dimensions, batches of 32;
-- bottleneck's ``train_adam_depths``: depths 4 to 12 padded to 12, width 128, 8 networks each.
+- bottleneck's ``train_adam_depths``: depths 4 to 12 padded to 12, width 128, 8 networks each;
+- moderate-overparam's ``sgd_shallow_runs``: 10 runs of one-sample SGD, n = 100, d = 40, width 2000, logs every 100.
 
 The recorded run includes its warm-up epoch, recording and check, as a chapter's run does. ``--scale``
 multiplies the number of epochs or steps (the shapes stay). On a CPU both runs are eager.
@@ -23,6 +24,8 @@ import torch
 
 from paperlib.core.devices import describe, pick_device
 from paperlib.core.seeding import generator
+from paperlib.nets.shallow import output_weights
+from paperlib.nets.training import sgd_shallow_runs
 from paperlib.papers.bottleneck import deepfc
 from paperlib.papers.manifold_lsh import manifolds
 from paperlib.papers.resnet_beyond_kernels import hiernet, hypercube
@@ -55,6 +58,17 @@ def stacked(device, scale, n=256, width=128):
     return lambda: deepfc.train_adam_depths(inits, X, Y, weight_decay=1e-3, steps=steps, lr=1e-3), steps
 
 
+def shallow_sgd(device, scale, n=100, d=40, width=2000, runs=10):
+    X = torch.nn.functional.normalize(torch.randn(n, d, generator=generator(0, "bench-sx"), dtype=torch.float64), dim=1)
+    y = torch.randn(n, generator=generator(0, "bench-sy"), dtype=torch.float64)
+    W0 = torch.randn(width, d, generator=generator(0, "bench-sw"), dtype=torch.float64)
+    v = output_weights(width, float(y.norm()), n)
+    steps = max(3 * n, int(20 * n * scale))
+    return (lambda: sgd_shallow_runs(X, y, W0, v, "softplus", [0.05] * runs, steps,
+                                     [generator(0, "bench-sg", r) for r in range(runs)], log_every=n, device=device),
+            steps)
+
+
 def seconds_a_step(job, device) -> dict:
     times = {}
     for label, flag in (("eager", "0"), ("recorded", "1")):
@@ -71,7 +85,8 @@ def seconds_a_step(job, device) -> dict:
     return times
 
 
-JOBS = (("resnet train_sgd", resnet), ("manifold train_mlps", mlps), ("bottleneck train_adam", stacked))
+JOBS = (("resnet train_sgd", resnet), ("manifold train_mlps", mlps), ("bottleneck train_adam", stacked),
+        ("moderate sgd_shallow_runs", shallow_sgd))
 
 
 def main(argv=None) -> int:

@@ -260,6 +260,51 @@ def test_batched_sgd_runs_are_the_runs_one_at_a_time():
     assert runs[2].diverged  # the test covers the freezing of a diverged run
 
 
+@pytest.mark.parametrize("perturb", [0.0, 1.0])
+def test_batched_sgd_runs_replayed_as_graphs_are_the_eager_runs(monkeypatch, perturb):
+    """sgd_shallow_runs with the steps between two logs recorded and replayed (the CPU stand-in for CUDA
+    graphs), through a divergence and a shorter last segment, gives the eager runs bit for bit: with a
+    faithful recording because it is one, with a wrong one because the check falls back to eager execution."""
+    from graph_fakes import fake_graphs
+    import paperlib.nets.training as training
+    X, y, W0, v = _easy_problem(n=12, d=5, k=30)
+    # the third run diverges at step 60, after the recording; 610 steps = 50 segments of 12 and one of 10
+    args = (X, y, W0, v, "softplus", [0.05, 0.15, 10.0], 610)
+    generators = lambda: [torch.Generator().manual_seed(s) for s in (1, 2, 3)]
+    eager = sgd_shallow_runs(*args, generators(), log_every=12)
+    runners = fake_graphs(monkeypatch, training, perturb=perturb)
+    if perturb:
+        with pytest.warns(RuntimeWarning, match="differs"):
+            replayed = sgd_shallow_runs(*args, generators(), log_every=12)
+        assert runners[0].mode == "eager"
+    else:
+        replayed = sgd_shallow_runs(*args, generators(), log_every=12)
+        # checked at the recording and again after the divergence; every check exact
+        assert runners[0].mode == "graph" and len(runners[0].checks) >= 2 and max(runners[0].checks) == 0.0
+    assert [run.diverged_at for run in replayed] == [run.diverged_at for run in eager] == [None, None, 60]
+    for ours, theirs in zip(replayed, eager):
+        assert torch.equal(ours.W, theirs.W)
+        for field in ("residual_norms", "logged_iters", "distances", "path_lengths"):
+            assert np.array_equal(getattr(ours, field), getattr(theirs, field)), field
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_batched_sgd_runs_on_cuda_graphs_train_as_eager_cuda(monkeypatch):
+    """On a GPU: sgd_shallow_runs with its segments replayed as CUDA graphs against the same runs eagerly
+    (PAPERLIB_CUDA_GRAPHS=0), through a divergence. Agreement to the graph check's 1e-5."""
+    from paperlib.nets.graphs import GRAPH_CHECK_RTOL
+    X, y, W0, v = _easy_problem(n=12, d=5, k=30)
+    args = (X, y, W0, v, "softplus", [0.05, 0.15, 10.0], 610)
+    generators = lambda: [torch.Generator().manual_seed(s) for s in (1, 2, 3)]
+    graphed = sgd_shallow_runs(*args, generators(), log_every=12, device="cuda")
+    monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "0")
+    eager = sgd_shallow_runs(*args, generators(), log_every=12, device="cuda")
+    assert [run.diverged_at for run in graphed] == [run.diverged_at for run in eager] == [None, None, 60]
+    for ours, theirs in zip(graphed, eager):
+        torch.testing.assert_close(ours.W, theirs.W, rtol=GRAPH_CHECK_RTOL, atol=1e-9)
+        np.testing.assert_allclose(ours.residual_norms, theirs.residual_norms, rtol=GRAPH_CHECK_RTOL)
+
+
 #: phi(z) = z: the network v^T W x is linear in W, so it IS its linearization at W0
 IDENTITY = Activation("identity", phi=lambda z: z.clone(), dphi=torch.ones_like, d2phi=torch.zeros_like,
                       smooth=True, derivative_bound=1.0, second_derivative_bound=0.0)
