@@ -8,7 +8,8 @@ its epochs recorded, and the seconds a step are printed for both:
 - resnet-beyond-kernels' ``train_sgd``: 3resnet, 24 configurations, width 200, N = 2000, batches of 50;
 - manifold-lsh's ``train_mlps``: 5 MLPs of width 1000 on 2000 points in 16 dimensions, batches of 32;
 - bottleneck's ``train_adam_depths``: depths 4 to 12 padded to 12, width 128, 8 networks each;
-- moderate-overparam's ``sgd_shallow_runs``: 10 runs of one-sample SGD, n = 100, d = 40, width 2000, logs every 100.
+- moderate-overparam's ``sgd_shallow_runs``: 10 runs of one-sample SGD, n = 100, d = 40, width 2000, logs every 100;
+- moderate-overparam's ``gd_shallow`` (the lazy runs): full-batch GD, n = 100, d = 40, width 1000, logs every 10.
 
 The recorded run includes its warm-up epoch, recording and check, as a chapter's run does. ``--scale``
 multiplies the number of epochs or steps (the shapes stay). On a CPU both runs are eager.
@@ -25,7 +26,7 @@ import torch
 from paperlib.core.devices import describe, pick_device
 from paperlib.core.seeding import generator
 from paperlib.nets.shallow import output_weights
-from paperlib.nets.training import sgd_shallow_runs
+from paperlib.nets.training import gd_shallow, sgd_shallow_runs
 from paperlib.papers.bottleneck import deepfc
 from paperlib.papers.manifold_lsh import manifolds
 from paperlib.papers.resnet_beyond_kernels import hiernet, hypercube
@@ -69,6 +70,15 @@ def shallow_sgd(device, scale, n=100, d=40, width=2000, runs=10):
             steps)
 
 
+def shallow_gd(device, scale, n=100, d=40, width=1000):
+    X = torch.nn.functional.normalize(torch.randn(n, d, generator=generator(0, "bench-gx"), dtype=torch.float64), dim=1)
+    y = torch.randn(n, generator=generator(0, "bench-gy"), dtype=torch.float64)
+    W0 = torch.randn(width, d, generator=generator(0, "bench-gw"), dtype=torch.float64)
+    steps = max(30, int(2000 * scale))
+    return (lambda: gd_shallow(X, y, W0, output_weights(width, float(y.norm()), n), "softplus", lr=0.05,
+                               num_steps=steps, log_every=10, device=device), steps)
+
+
 def seconds_a_step(job, device) -> dict:
     times = {}
     for label, flag in (("eager", "0"), ("recorded", "1")):
@@ -86,7 +96,7 @@ def seconds_a_step(job, device) -> dict:
 
 
 JOBS = (("resnet train_sgd", resnet), ("manifold train_mlps", mlps), ("bottleneck train_adam", stacked),
-        ("moderate sgd_shallow_runs", shallow_sgd))
+        ("moderate sgd_shallow_runs", shallow_sgd), ("moderate gd_shallow", shallow_gd))
 
 
 def main(argv=None) -> int:
@@ -99,7 +109,7 @@ def main(argv=None) -> int:
           + ("" if device.type == "cuda" else " (both runs eager)") + ":")
     for label, make in JOBS:
         t = seconds_a_step(lambda: make(device, args.scale), device)
-        print(f"  {label:<24} eager {1e3 * t['eager']:8.3f}   recorded {1e3 * t['recorded']:8.3f}   "
+        print(f"  {label:<26} eager {1e3 * t['eager']:8.3f}   recorded {1e3 * t['recorded']:8.3f}   "
               f"x{t['eager'] / t['recorded']:.1f}")
     return 0
 

@@ -185,7 +185,7 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
                        label_norm: float, log_every: int = 1, tol: Optional[float] = None,
                        progress: bool = False, divergence_threshold: float = DIVERGENCE_THRESHOLD,
                        on_log: Optional[Callable] = None, before_step: Optional[Callable] = None,
-                       desc: str = "GD") -> GDResult:
+                       desc: str = "GD", graphs: bool = False) -> GDResult:
     r"""The loop shared by the full-batch GD trainers: :math:`W_{\tau+1} = W_\tau - \eta G(W_\tau)`.
 
     ``residual_and_gradient(W)`` returns ``(residual_norm, gradient, residual)``, the norm a float or a
@@ -201,6 +201,11 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
     stopped the run, the weights go back to the last log and the steps are taken again up to that
     iterate. The iterates, logs and stopping step are those of checking at every step. With
     ``before_step``, a hook that cannot be taken back, every step is checked at once.
+
+    With ``graphs`` (for a ``residual_and_gradient`` that reads nothing back to the host and returns the
+    norm as a tensor), the ``log_every`` steps between two logs are replayed as one checked CUDA graph
+    (:class:`paperlib.nets.graphs.GraphedEpoch`; only on a GPU, or with ``PAPERLIB_CUDA_GRAPHS=rehearse``):
+    the same kernels, with the gradient, residual and norms copied into buffers that the recording keeps.
     """
     # iterates 0..num_steps: num_steps + 1 evaluations, the last one logged
     loop = TrainingLoop(num_steps + 1, log_every, progress, desc, divergence_threshold=divergence_threshold)
@@ -235,18 +240,40 @@ def full_batch_descent(W0: torch.Tensor, residual_and_gradient: Callable, lr: fl
     tau = 0
     try:
         rnorm, G, residual = evaluate(0)
+        runner = None
+        if graphs and chunk > 1 and graphs_enabled(W.device):  # on a CPU, the loop below as it always ran
+            G_buffer, residual_buffer = G.clone(), residual.clone()
+            norms_buffer = torch.empty(chunk, dtype=rnorm.dtype, device=rnorm.device)
+
+            def recorded_chunk():  # ``chunk`` steps, as the loop below takes them, into the buffers
+                for j in range(chunk):
+                    update(G_buffer)
+                    norm_j, G_j, residual_j = residual_and_gradient(W)
+                    G_buffer.copy_(G_j)
+                    residual_buffer.copy_(residual_j)
+                    norms_buffer[j] = norm_j
+                return norms_buffer
+
+            runner = GraphedEpoch(recorded_chunk, [W, path, G_buffer, residual_buffer, norms_buffer],
+                                  enabled=True, name=desc)
         rnorm = float(rnorm)
         reason = stop(rnorm)
         log(0, rnorm, residual)
         while reason is None and tau < num_steps:
             end = min((tau // chunk + 1) * chunk, num_steps)  # the next logged iterate, or the last
             start_W, start_path = (W.clone(), path.clone()) if end > tau + 1 else (None, None)
-            norms = []
-            for t in range(tau + 1, end + 1):
-                update(G)
-                rnorm, G, residual = evaluate(t)
-                norms.append(rnorm if isinstance(rnorm, torch.Tensor) else torch.tensor(rnorm, dtype=torch.float64))
-            values = torch.stack(norms).tolist()  # one read for the whole chunk
+            if runner is not None and end - tau == chunk:
+                if G is not G_buffer:
+                    G_buffer.copy_(G)
+                values = runner().tolist()  # one read for the whole chunk
+                G, residual = G_buffer, residual_buffer
+            else:
+                norms = []
+                for t in range(tau + 1, end + 1):
+                    update(G)
+                    rnorm, G, residual = evaluate(t)
+                    norms.append(rnorm if isinstance(rnorm, torch.Tensor) else torch.tensor(rnorm, dtype=torch.float64))
+                values = torch.stack(norms).tolist()  # one read for the whole chunk
             first = next((i for i, value in enumerate(values) if stop(value) is not None), None)
             if first is not None and first < len(values) - 1:  # back to the last log, then up to that iterate
                 W.copy_(start_W)
@@ -288,7 +315,7 @@ def gd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tens
 
     return full_batch_descent(W0, residual_and_gradient, lr, num_steps, float(torch.linalg.vector_norm(y)),
                               log_every=log_every, tol=tol, progress=progress,
-                              divergence_threshold=divergence_threshold)
+                              divergence_threshold=divergence_threshold, graphs=True)
 
 
 def sgd_shallow(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, v: torch.Tensor, act,

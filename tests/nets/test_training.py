@@ -97,15 +97,23 @@ def _descent_checked_every_step(W0, residual_and_gradient, lr, num_steps, label_
 
 @pytest.mark.parametrize("lr, tol, log_every, ends", [(0.05, None, 7, "at the last step"),
                                                        (10.0, None, 5, "diverged between logs"),
+                                                       (10.0, None, 2, "diverged between logs"),  # in a replay
                                                        (2.0, 1e-2, 25, "converged between logs"),
                                                        (2.0, 1e-2, 1, "converged")])
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+@pytest.mark.parametrize("device, graphs", [("cpu", "off"), ("cpu", "rehearsed"), pytest.param("cuda", "off", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device"))])
-def test_gd_reads_the_norm_once_a_log_with_the_iterates_of_checking_every_step(lr, tol, log_every, ends, device):
+def test_gd_reads_the_norm_once_a_log_with_the_iterates_of_checking_every_step(lr, tol, log_every, ends, device, graphs,
+                                                                                 monkeypatch):
     """full_batch_descent runs the steps up to the next log before reading their norms; a stop within
     them takes the weights back to the last log and steps again: every iterate, log and stopping
-    step is that of the loop that checks every step, bit for bit (the same operations in the same order)."""
+    step is that of the loop that checks every step, bit for bit (the same operations in the same order).
+    Also with the steps between two logs recorded and replayed (the CPU stand-in for CUDA graphs)."""
     X, y, W0, v = (t.to(device) for t in _easy_problem(n=10, d=10, k=20))
+    monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "0")
+    if graphs == "rehearsed":
+        from graph_fakes import fake_graphs
+        import paperlib.nets.training as training
+        runners = fake_graphs(monkeypatch, training)
 
     def residual_and_gradient(W):
         r, G = shallow_residual_and_gradient(X, W, v, y, "softplus")
@@ -122,6 +130,26 @@ def test_gd_reads_the_norm_once_a_log_with_the_iterates_of_checking_every_step(l
             "diverged between logs": diverged_at is not None and between_logs,
             "converged between logs": bool(converged) and between_logs,
             "converged": bool(converged)}[ends]
+    if graphs == "rehearsed" and log_every > 1:  # recorded once the chunks got that far, every check exact
+        # recorded and checked at the second chunk, replayed from the third on (tau 7, log_every 2: in a replay)
+        assert len(runners) == 1 and runners[0].mode == "graph" and runners[0].checks == [0.0]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("lr, tol", [(0.05, None), (10.0, None), (2.0, 1e-2)])
+def test_gd_on_cuda_graphs_trains_as_eager_cuda(monkeypatch, lr, tol):
+    """On a GPU: gd_shallow with the steps between logs replayed as CUDA graphs against the same run eagerly
+    (PAPERLIB_CUDA_GRAPHS=0): the same logs and stopping step, weights within the graph check's 1e-5."""
+    from paperlib.nets.graphs import GRAPH_CHECK_RTOL
+    X, y, W0, v = (t.cuda() for t in _easy_problem(n=10, d=10, k=20))
+    graphed = gd_shallow(X, y, W0, v, "softplus", lr=lr, num_steps=60, log_every=5, tol=tol)
+    monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "0")
+    eager = gd_shallow(X, y, W0, v, "softplus", lr=lr, num_steps=60, log_every=5, tol=tol)
+    assert list(graphed.logged_iters) == list(eager.logged_iters)
+    assert (graphed.iterations, graphed.diverged_at, graphed.converged) == (eager.iterations, eager.diverged_at, eager.converged)
+    if not eager.diverged:
+        torch.testing.assert_close(graphed.W, eager.W, rtol=GRAPH_CHECK_RTOL, atol=1e-9)
+        np.testing.assert_allclose(graphed.residual_norms, eager.residual_norms, rtol=GRAPH_CHECK_RTOL)
 
 
 def test_gd_stops_at_tolerance():
