@@ -4,6 +4,9 @@
 #   benchmarks/full_on_gpu.sh start [PAPER ...]   install the notebook stack from .whl/, start each
 #                                                 chapter detached (setsid), sample the GPU and each
 #                                                 chapter's share of it every 5 s (gpu_sampler.py)
+#   benchmarks/full_on_gpu.sh add PAPER ...       start more chapters beside those of an earlier `start` (its
+#                                                 sampler and its choice on CUDA graphs; THREADS CPU threads
+#                                                 each, half the cores unless set)
 #   benchmarks/full_on_gpu.sh poll SECONDS        wait up to SECONDS (or until every run ended), then
 #                                                 print the utilisation and the time per section of
 #                                                 each chapter, and pack logs,
@@ -35,7 +38,7 @@ setup_env() {
 
 start() {
     setup_env
-    mkdir -p $RUNS
+    mkdir -p $RUNS; rm -f $RUNS/graphs-off
     local papers="${*:-$PAPERS_ALL}" n threads
     n=$(echo $papers | wc -w); threads=$(( $(nproc) / n )); [ $threads -ge 1 ] || threads=1
     # the number every launch-count estimate assumed (about 8 µs an operator), measured here first: a few seconds
@@ -47,20 +50,34 @@ start() {
         >$RUNS/cuda-tests.txt 2>&1 || true
     tail -8 $RUNS/cuda-tests.txt
     if grep -q "^FAILED.*graph\|^ERROR" $RUNS/cuda-tests.txt || ! grep -q " passed" $RUNS/cuda-tests.txt; then
-        export PAPERLIB_CUDA_GRAPHS=0; echo "CUDA graph tests failed: runs train eagerly (PAPERLIB_CUDA_GRAPHS=0)" | tee -a $RUNS/cuda-tests.txt
+        touch $RUNS/graphs-off; echo "CUDA graph tests failed: runs train eagerly (PAPERLIB_CUDA_GRAPHS=0)" | tee -a $RUNS/cuda-tests.txt
     elif [ "$BENCH" != 0 ]; then  # what the recordings save, trainer by trainer: the before and after of each chapter's steps (seconds)
         timeout 120 python3 benchmarks/graph_speedup.py | tee $RUNS/graph-speedup.txt || true
     fi
     # everything below under setsid: a call's own processes end with it, and a pipe to one of them would too
     # the whole GPU and each chapter's processes, every 5 s (FULL_RUN_PAPER names a process's chapter)
     setsid python3 benchmarks/gpu_sampler.py sample $RUNS/gpu-samples.csv --every 5 > $RUNS/sampler.out 2>&1 </dev/null &
-    for paper in $papers; do
+    launch $threads $papers
+    python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")'
+    echo "started: $papers ($threads CPU threads each)"
+}
+
+launch() {  # launch THREADS PAPER ...: each chapter detached, eagerly if this session's graph tests failed
+    local threads=$1 paper; shift
+    [ ! -f $RUNS/graphs-off ] || export PAPERLIB_CUDA_GRAPHS=0
+    for paper in "$@"; do
         FULL_RUN_PAPER=$paper OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads setsid bash -c \
             "start=\$(date +%s); python -m paperlib run $paper --preset $PRESET --out $RUNS/$paper --log-output;
              echo \"exit \$? after \$(( \$(date +%s) - start )) s\"" >$RUNS/$paper.log 2>&1 </dev/null &
     done
-    python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")'
-    echo "started: $papers ($threads CPU threads each)"
+}
+
+add() {
+    setup_env
+    [ -d $RUNS ] || { echo "no runs in $RUNS: use start"; exit 2; }
+    local threads=${THREADS:-$(( $(nproc) / 2 ))}
+    launch $threads "$@"
+    echo "added: $* ($threads CPU threads each)"
 }
 
 poll() {
