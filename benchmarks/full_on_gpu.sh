@@ -46,7 +46,8 @@ start() {
     # the tests that only a GPU runs (CUDA graphs against eager training, device paths): seconds. If a
     # CUDA-graph test fails, the runs train eagerly, as before graphs existed
     python3 -m pytest -q -p no:cacheprovider -rfs tests/nets/test_graphs.py tests/papers/resnet_beyond_kernels/test_hiernet.py tests/papers/bottleneck/test_deepfc_repcost.py \
-        tests/papers/manifold_lsh/test_manifolds.py tests/papers/jacobian_lowrank/test_data_jacobian.py tests/nets/test_training.py -k cuda \
+        tests/papers/manifold_lsh/test_manifolds.py tests/papers/jacobian_lowrank/test_data_jacobian.py tests/papers/jacobian_lowrank/test_resnet.py \
+        tests/nets/test_training.py -k cuda \
         >$RUNS/cuda-tests.txt 2>&1 || true
     tail -8 $RUNS/cuda-tests.txt
     if grep -q "^FAILED.*graph\|^ERROR" $RUNS/cuda-tests.txt || ! grep -q " passed" $RUNS/cuda-tests.txt; then

@@ -9,7 +9,9 @@ its epochs recorded, and the seconds a step are printed for both:
 - manifold-lsh's ``train_mlps``: 5 MLPs of width 1000 on 2000 points in 16 dimensions, batches of 32;
 - bottleneck's ``train_adam_depths``: depths 4 to 12 padded to 12, width 128, 8 networks each;
 - moderate-overparam's ``sgd_shallow_runs``: 10 runs of one-sample SGD, n = 100, d = 40, width 2000, logs every 100;
-- moderate-overparam's ``gd_shallow`` (the lazy runs): full-batch GD, n = 100, d = 40, width 1000, logs every 10.
+- moderate-overparam's ``gd_shallow`` (the lazy runs): full-batch GD, n = 100, d = 40, width 1000, logs every 10;
+- jacobian-lowrank's ``train_sgd``: the ResNet (16, 32, 64) with 3 blocks a stage, 1437 signals of MNIST-1D's shape
+  (1 x 40 x 1), batches of 128, an evaluation every epoch.
 
 The recorded run includes its warm-up epoch, recording and check, as a chapter's run does. ``--scale``
 multiplies the number of epochs or steps (the shapes stay). On a CPU both runs are eager.
@@ -28,6 +30,7 @@ from paperlib.core.seeding import generator
 from paperlib.nets.shallow import output_weights
 from paperlib.nets.training import gd_shallow, sgd_shallow_runs
 from paperlib.papers.bottleneck import deepfc
+from paperlib.papers.jacobian_lowrank import resnet as jl_resnet
 from paperlib.papers.manifold_lsh import manifolds
 from paperlib.papers.resnet_beyond_kernels import hiernet, hypercube
 
@@ -79,6 +82,16 @@ def shallow_gd(device, scale, n=100, d=40, width=1000):
                                num_steps=steps, log_every=10, device=device), steps)
 
 
+def digits_resnet(device, scale, n=1437, widths=(16, 32, 64), blocks=3):
+    X = torch.randn(n, 1, 40, 1, generator=generator(0, "bench-rx"))
+    Y = torch.nn.functional.one_hot(torch.arange(n) % 10, 10).float()
+    model = jl_resnet.ResNetNoBN(10, widths, blocks, 0.1, generator=generator(0, "bench-rw")).to(device)
+    epochs = max(3, int(20 * scale))
+    return (lambda: jl_resnet.train_sgd(model, X, Y, X[:360], Y[:360], epochs=epochs, lr=0.5, batch_size=128,
+                                        generator=generator(0, "bench-rs")),
+            epochs * -(-n // 128))
+
+
 def seconds_a_step(job, device) -> dict:
     times = {}
     for label, flag in (("eager", "0"), ("recorded", "1")):
@@ -96,7 +109,8 @@ def seconds_a_step(job, device) -> dict:
 
 
 JOBS = (("resnet train_sgd", resnet), ("manifold train_mlps", mlps), ("bottleneck train_adam", stacked),
-        ("moderate sgd_shallow_runs", shallow_sgd), ("moderate gd_shallow", shallow_gd))
+        ("moderate sgd_shallow_runs", shallow_sgd), ("moderate gd_shallow", shallow_gd),
+        ("jacobian train_sgd", digits_resnet))
 
 
 def main(argv=None) -> int:

@@ -461,7 +461,8 @@ class DeepNetwork:
             self.runs[level] = entry
             self.log.append(f"corruption {level:.2f}: {epochs} epochs, final train error (given labels) "
                             f"{hist.train_error[-1]:.3f}, clean test error {hist.test_error_clean[-1]:.3f}, "
-                            f"{hist.seconds_per_epoch * 1e3:.0f} ms/epoch, diverged: {hist.diverged}")
+                            f"{hist.seconds_per_epoch * 1e3:.0f} ms/epoch, diverged: {hist.diverged}"
+                            + (", epochs replayed as CUDA graphs" if hist.graphed else ""))
         return self
 
 

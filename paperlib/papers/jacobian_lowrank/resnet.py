@@ -32,6 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from paperlib.core.devices import one_cpu_thread
+from paperlib.nets.graphs import GraphedEpoch, graphs_enabled
 from paperlib.nets.optim import FOREACH
 from paperlib.nets.training import DIVERGENCE_THRESHOLD, TrainingLoop
 from paperlib.papers.jacobian_lowrank.multiclass import stack_outputs
@@ -225,6 +226,8 @@ class SGDHistory:
     loss: str = "half_sum_mean_batch"
     elapsed_s: float = 0.0
     best_epoch: Optional[int] = None
+    graphed: bool = False
+    graph_checks: list = field(default_factory=list)
 
     @property
     def seconds_per_epoch(self) -> float:
@@ -276,6 +279,12 @@ def train_sgd(model: nn.Module, X: torch.Tensor, Y_onehot: torch.Tensor, X_test:
       clean test error (the first such epoch; needs ``clean_test_labels``), in
       ``snapshots[best_epoch]`` with ``best_epoch`` set in the history: the measured dip of an
       early-stopping curve, whichever epoch it falls on, without storing every epoch.
+
+    - On a GPU, with plain SGD (the paper's setting: no momentum, no weight decay), the epochs between two
+      changes of the learning rate replay one checked CUDA graph (:class:`paperlib.nets.graphs.GraphedEpoch`):
+      the same kernels, with the epoch's permutation copied into a buffer the recording reads. The optimizer
+      reads the learning rate as a number, which a recording freezes, so a new rate gets a new recording.
+      ``graphed`` and ``graph_checks`` in the history say what happened.
 
     - On a CPU it runs on one thread (:func:`paperlib.core.devices.one_cpu_thread`): in float32 the
       rounding of a multi-threaded step depends on the thread count, and SGD amplifies it into
@@ -354,6 +363,23 @@ def _train_sgd(model, X, Y_onehot, X_test, Y_test_onehot, epochs, lr, batch_size
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay,
                                     foreach=FOREACH)
+    # the epoch, as one function that a GPU can record: it reads the permutation from ``order``, updates the
+    # parameters in place and returns the epoch's summed batch loss as a tensor
+    order = torch.empty(n, dtype=torch.long, device=device)
+    can_record = graphs_enabled(device) and optimizer_name == "sgd" and momentum == 0 and weight_decay == 0
+
+    def run_epoch():
+        total = torch.zeros((), dtype=torch.float64, device=device)
+        for start_i in range(0, n, batch_size):
+            idx = order[start_i:start_i + batch_size]
+            optimizer.zero_grad(set_to_none=True)
+            value = batch_loss(model(X[idx]), Y[idx], loss)
+            value.backward()
+            optimizer.step()
+            total += value.detach().double() * idx.numel()
+        return total
+
+    runner, runner_lr, runners = None, None, []
     model.train()
     start = time.perf_counter()
     record(0)
@@ -369,16 +395,13 @@ def _train_sgd(model, X, Y_onehot, X_test, Y_test_onehot, epochs, lr, batch_size
             current_lr = lr if passed == 0 else lr * lr_drop_factor ** passed  # factor ** 1 == factor exactly
             for group in optimizer.param_groups:
                 group["lr"] = current_lr
-            perm = torch.randperm(n, generator=generator, device=generator.device).to(device)
-            total = torch.zeros((), dtype=torch.float64, device=device)
-            for start_i in range(0, n, batch_size):
-                idx = perm[start_i:start_i + batch_size]
-                optimizer.zero_grad(set_to_none=True)
-                value = batch_loss(model(X[idx]), Y[idx], loss)
-                value.backward()
-                optimizer.step()
-                total += value.detach().double() * idx.numel()
-                steps += 1
+            if current_lr != runner_lr:  # a recording would keep the old rate: record again
+                runner, runner_lr = GraphedEpoch(run_epoch, list(model.parameters()), enabled=can_record,
+                                                 name="SGD (jacobian-lowrank ResNet)"), current_lr
+                runners.append(runner)
+            order.copy_(torch.randperm(n, generator=generator, device=generator.device))
+            total = runner()
+            steps += -(-n // batch_size)
             epoch_loss = float(total) / n          # one sync per epoch
             epoch_losses.append(epoch_loss)
             lrs.append(current_lr)
@@ -410,6 +433,7 @@ def _train_sgd(model, X, Y_onehot, X_test, Y_test_onehot, epochs, lr, batch_size
         steps=steps, epochs_run=epochs_run, diverged=diverged_at is not None,
         diverged_at=diverged_at, loss=loss, elapsed_s=elapsed,
         best_epoch=best["epoch"] if snapshot_best else None,
+        graphed=any(r.graphed for r in runners), graph_checks=[c for r in runners for c in r.checks],
     )
 
 

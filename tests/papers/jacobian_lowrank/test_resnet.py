@@ -241,6 +241,54 @@ def test_divergence_guard_flags_instead_of_raising(tiny_split):
     assert not (h.epoch_loss[-1] <= 1e3 * h.train_loss[0])       # huge or non-finite
 
 
+@pytest.mark.parametrize("perturb", [0.0, 1.0])
+def test_recorded_epochs_train_as_eager_ones(monkeypatch, tiny_split, perturb):
+    """train_sgd with its epochs recorded and replayed (the CPU stand-in for CUDA graphs), through an lr drop
+    (a new recording: the optimizer reads the rate as a number), gives the eager run bit for bit: with a faithful
+    recording because it is one, with a wrong one because the check falls back to eager execution."""
+    from graph_fakes import fake_graphs
+    import paperlib.papers.jacobian_lowrank.resnet as resnet_module
+    kwargs = dict(epochs=6, lr=0.2, lr_drop_epoch=3, record_every=2)
+    eager_model, eager = _train(tiny_split, **kwargs)
+    runners = fake_graphs(monkeypatch, resnet_module, perturb=perturb)
+    if perturb:
+        with pytest.warns(RuntimeWarning, match="differs"):
+            model, replayed = _train(tiny_split, **kwargs)
+        assert not replayed.graphed
+    else:
+        model, replayed = _train(tiny_split, **kwargs)
+        # one recording for each rate, each checked once, exactly
+        assert replayed.graphed and len(runners) == 2 and replayed.graph_checks == [0.0, 0.0]
+    assert not eager.graphed and eager.graph_checks == []
+    for a, b in zip(model.parameters(), eager_model.parameters()):
+        assert torch.equal(a, b)
+    np.testing.assert_array_equal(replayed.epoch_loss, eager.epoch_loss)
+    np.testing.assert_array_equal(replayed.train_residuals, eager.train_residuals)
+    assert replayed.steps == eager.steps == 6 * 4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_graphs_train_as_eager_cuda(monkeypatch, tiny_split):
+    """On a GPU: train_sgd with its epochs replayed as CUDA graphs against the same run eagerly
+    (PAPERLIB_CUDA_GRAPHS=0), through an lr drop. Agreement to the graph check's 1e-5 (float32, 6 epochs)."""
+    from paperlib.nets.graphs import GRAPH_CHECK_RTOL
+
+    def run():
+        model = ResNetNoBN(**SMALL, generator=generator(0, "init")).cuda()
+        Y, Yt = one_hot(tiny_split.y_train, 10), one_hot(tiny_split.y_test, 10)
+        hist = train_sgd(model, tiny_split.X_train, Y, tiny_split.X_test, Yt, epochs=6, lr=0.2, lr_drop_epoch=3,
+                         batch_size=16, generator=generator(0, "sgd"))
+        return model, hist
+
+    model, graphed = run()
+    monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "0")
+    eager_model, eager = run()
+    assert graphed.graphed and not eager.graphed and len(graphed.graph_checks) == 2, graphed.graph_checks
+    for a, b in zip(model.parameters(), eager_model.parameters()):
+        torch.testing.assert_close(a, b, rtol=GRAPH_CHECK_RTOL, atol=1e-6)
+    np.testing.assert_allclose(graphed.epoch_loss, eager.epoch_loss, rtol=GRAPH_CHECK_RTOL)
+
+
 def test_train_sgd_rejects_bad_arguments(tiny_split):
     with pytest.raises(ValueError):
         _train(tiny_split, epochs=1, loss="mse")
