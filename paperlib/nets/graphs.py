@@ -24,8 +24,9 @@ import warnings
 from typing import Callable, Sequence
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["GraphedEpoch", "RehearsalBackend", "graphs_enabled"]
+__all__ = ["GraphedEpoch", "NoHostReads", "RehearsalBackend", "graphs_enabled"]
 
 #: one epoch's states may differ by reordered float32 reductions in cuBLAS, a few ulps a step over up to
 #: about a hundred steps: far below this. A wrong recording (a frozen batch order or learning rate)
@@ -50,10 +51,41 @@ def graphs_enabled(device) -> bool:
     return _switch() == "rehearse" or (torch.device(device).type == "cuda" and _switch() != "0")
 
 
+#: the operators that read a tensor's values back to the host (``.item()``, ``float()``, ``bool()``, ``.tolist()``,
+#: a comparison of whole tensors) or whose output shape depends on its values (a boolean mask's index): a CUDA
+#: graph's capture refuses them, since the host would wait for a kernel that a recording does not run
+HOST_READS = frozenset(op.overloadpacket for op in (
+    torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default, torch.ops.aten.equal.default,
+    torch.ops.aten.is_nonzero.default, torch.ops.aten.nonzero.default, torch.ops.aten.masked_select.default,
+    torch.ops.aten._unique2.default, torch.ops.aten.unique_consecutive.default, torch.ops.aten.unique_dim.default))
+
+
+class NoHostReads(TorchDispatchMode):
+    """Raises, as a CUDA graph's capture does, at any operator of :data:`HOST_READS`: on a CPU it finds the
+    host reads in an epoch function that a GPU's recording would refuse."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in HOST_READS or (func.overloadpacket in MASK_INDEXING and _has_mask(args)):
+            raise RuntimeError(f"{func} reads a value back to the host, which a CUDA graph cannot record")
+        return func(*args, **(kwargs or {}))
+
+
+#: indexing operators, which read their index back to the host when it is a boolean mask (its nonzero entries)
+MASK_INDEXING = frozenset(op.overloadpacket for op in (
+    torch.ops.aten.index.Tensor, torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default,
+    torch.ops.aten._index_put_impl_.default))
+
+
+def _has_mask(args) -> bool:
+    indices = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else ()
+    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
+
+
 class RehearsalBackend:
     """A stand-in for CUDA graphs on any device, so that a CPU runs a trainer's recorded path (its epoch
     function, warm-up, checks and rechecks) as a GPU would, with ``PAPERLIB_CUDA_GRAPHS=rehearse``.
-    Recording runs the epoch and undoes it (a recording executes nothing); a replay runs it again, plus
+    Recording runs the epoch and undoes it (a recording executes nothing), under :class:`NoHostReads`, so that a
+    read of a value back to the host fails the recording as it would on a GPU; a replay runs the epoch again, plus
     ``perturb`` on every floating state tensor, to play a recording that went wrong (tests). It cannot
     freeze a Python number as a real recording would: only the check on a GPU finds that."""
 
@@ -65,10 +97,13 @@ class RehearsalBackend:
 
     def record(self, epoch: Callable):
         saved = [s.detach().clone() for s in self.state]
-        out = epoch().detach().clone()
-        with torch.no_grad():
-            for s, s0 in zip(self.state, saved):
-                s.copy_(s0)
+        try:
+            with NoHostReads():
+                out = epoch().detach().clone()
+        finally:  # a recording runs nothing, and a refused one leaves nothing behind either
+            with torch.no_grad():
+                for s, s0 in zip(self.state, saved):
+                    s.copy_(s0)
         self.recordings += 1
 
         def replay():

@@ -142,3 +142,22 @@ def test_rehearse_runs_the_recorded_path_on_any_device(monkeypatch):
     assert isinstance(runner.backend, graphs.RehearsalBackend)
     losses = train(runner, order, lr)
     assert runner.graphed and runner.checks == [0.0] and torch.equal(w, w_ref) and losses == losses_ref
+
+
+@pytest.mark.parametrize("read", ["item", "mask"])
+def test_rehearsal_refuses_a_host_read_as_a_capture_would(read):
+    """An epoch that reads a value back to the host (a loss printed with float(), a boolean mask) cannot be
+    recorded on a GPU; the CPU stand-in refuses it too (NoHostReads), undoes what it ran, and the run goes on
+    eagerly: the eager result, with a warning."""
+    w_ref, losses_ref = eager_reference()
+    w, order, lr, epoch = sgd_problem()
+    seen = []
+
+    def reading_epoch():
+        loss = epoch()
+        seen.append(float(loss) if read == "item" else w[w > 0].sum())
+        return loss
+    runner = GraphedEpoch(reading_epoch, [w], enabled=True, backend=graphs.RehearsalBackend([w]), name="toy")
+    with pytest.warns(RuntimeWarning, match="toy: the epoch could not be recorded.*reads a value back to the host"):
+        losses = train(runner, order, lr)
+    assert runner.mode == "eager" and torch.equal(w, w_ref) and losses == losses_ref
