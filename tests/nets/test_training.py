@@ -327,9 +327,11 @@ def test_batched_sgd_runs_on_cuda_graphs_train_as_eager_cuda(monkeypatch):
     graphed = sgd_shallow_runs(*args, generators(), log_every=12, device="cuda")
     monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "0")
     eager = sgd_shallow_runs(*args, generators(), log_every=12, device="cuda")
-    assert [run.diverged_at for run in graphed] == [run.diverged_at for run in eager] == [None, None, 60]
+    # the CPU's run diverges at step 60; CUDA's kernels round otherwise, so only the two CUDA runs must agree
+    assert [run.diverged_at for run in graphed] == [run.diverged_at for run in eager]
+    assert eager[2].diverged and not eager[0].diverged
     for ours, theirs in zip(graphed, eager):
-        torch.testing.assert_close(ours.W, theirs.W, rtol=GRAPH_CHECK_RTOL, atol=1e-9)
+        torch.testing.assert_close(ours.W, theirs.W, rtol=GRAPH_CHECK_RTOL, atol=1e-9, equal_nan=True)
         np.testing.assert_allclose(ours.residual_norms, theirs.residual_norms, rtol=GRAPH_CHECK_RTOL)
 
 
