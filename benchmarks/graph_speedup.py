@@ -27,7 +27,8 @@ import torch
 
 from paperlib.core.devices import describe, pick_device
 from paperlib.core.seeding import generator
-from paperlib.nets.shallow import output_weights
+from paperlib.data.synthetic import sphere_points
+from paperlib.nets.shallow import initial_weights, output_weights
 from paperlib.nets.training import gd_shallow, sgd_shallow_runs
 from paperlib.papers.bottleneck import deepfc
 from paperlib.papers.jacobian_lowrank import resnet as jl_resnet
@@ -62,24 +63,25 @@ def stacked(device, scale, n=256, width=128):
     return lambda: deepfc.train_adam_depths(inits, X, Y, weight_decay=1e-3, steps=steps, lr=1e-3), steps
 
 
+def shallow_problem(n, d, width, label):
+    """The moderate chapter's shallow network: n points on the unit sphere, Gaussian labels, its initial and
+    fixed output weights."""
+    X = sphere_points(n, d, generator(0, "bench-x", label))
+    y = torch.randn(n, generator=generator(0, "bench-y", label), dtype=torch.float64)
+    return X, y, initial_weights(width, d, generator(0, "bench-w", label)), output_weights(width, float(y.norm()), n)
+
+
 def shallow_sgd(device, scale, n=100, d=40, width=2000, runs=10):
-    X = torch.nn.functional.normalize(torch.randn(n, d, generator=generator(0, "bench-sx"), dtype=torch.float64), dim=1)
-    y = torch.randn(n, generator=generator(0, "bench-sy"), dtype=torch.float64)
-    W0 = torch.randn(width, d, generator=generator(0, "bench-sw"), dtype=torch.float64)
-    v = output_weights(width, float(y.norm()), n)
     steps = max(3 * n, int(20 * n * scale))
-    return (lambda: sgd_shallow_runs(X, y, W0, v, "softplus", [0.05] * runs, steps,
+    return (lambda: sgd_shallow_runs(*shallow_problem(n, d, width, "sgd"), "softplus", [0.05] * runs, steps,
                                      [generator(0, "bench-sg", r) for r in range(runs)], log_every=n, device=device),
             steps)
 
 
 def shallow_gd(device, scale, n=100, d=40, width=1000):
-    X = torch.nn.functional.normalize(torch.randn(n, d, generator=generator(0, "bench-gx"), dtype=torch.float64), dim=1)
-    y = torch.randn(n, generator=generator(0, "bench-gy"), dtype=torch.float64)
-    W0 = torch.randn(width, d, generator=generator(0, "bench-gw"), dtype=torch.float64)
     steps = max(30, int(2000 * scale))
-    return (lambda: gd_shallow(X, y, W0, output_weights(width, float(y.norm()), n), "softplus", lr=0.05,
-                               num_steps=steps, log_every=10, device=device), steps)
+    return (lambda: gd_shallow(*shallow_problem(n, d, width, "gd"), "softplus", lr=0.05, num_steps=steps,
+                               log_every=10, device=device), steps)
 
 
 def digits_resnet(device, scale, n=1437, widths=(16, 32, 64), blocks=3):

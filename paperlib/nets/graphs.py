@@ -60,16 +60,6 @@ HOST_READS = frozenset(op.overloadpacket for op in (
     torch.ops.aten._unique2.default, torch.ops.aten.unique_consecutive.default, torch.ops.aten.unique_dim.default))
 
 
-class NoHostReads(TorchDispatchMode):
-    """Raises, as a CUDA graph's capture does, at any operator of :data:`HOST_READS`: on a CPU it finds the
-    host reads in an epoch function that a GPU's recording would refuse."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket in HOST_READS or (func.overloadpacket in MASK_INDEXING and _has_mask(args)):
-            raise RuntimeError(f"{func} reads a value back to the host, which a CUDA graph cannot record")
-        return func(*args, **(kwargs or {}))
-
-
 #: indexing operators, which read their index back to the host when it is a boolean mask (its nonzero entries)
 MASK_INDEXING = frozenset(op.overloadpacket for op in (
     torch.ops.aten.index.Tensor, torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default,
@@ -79,6 +69,17 @@ MASK_INDEXING = frozenset(op.overloadpacket for op in (
 def _has_mask(args) -> bool:
     indices = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else ()
     return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
+
+
+class NoHostReads(TorchDispatchMode):
+    """Raises, as a CUDA graph's capture does, at any operator of :data:`HOST_READS` and at an index by a
+    boolean mask (:data:`MASK_INDEXING`): on a CPU it finds the host reads in an epoch function that a GPU's
+    recording would refuse."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in HOST_READS or (func.overloadpacket in MASK_INDEXING and _has_mask(args)):
+            raise RuntimeError(f"{func} reads a value back to the host, which a CUDA graph cannot record")
+        return func(*args, **(kwargs or {}))
 
 
 class RehearsalBackend:
