@@ -3,7 +3,11 @@
 #
 #   benchmarks/full_on_gpu.sh start [PAPER ...]   install the notebook stack from .whl/, start each
 #                                                 chapter detached (setsid), sample the GPU and each
-#                                                 chapter's share of it every 5 s (gpu_sampler.py)
+#                                                 chapter's share of it every 5 s (gpu_sampler.py);
+#                                                 QUEUE="PAPER ...": chapters to start after those, in
+#                                                 order, each as soon as fewer than SLOTS run (SLOTS: the
+#                                                 number started, unless set), with the same split of the
+#                                                 cores; the queue outlasts the call as the runs do
 #   benchmarks/full_on_gpu.sh add PAPER ...       start more chapters beside those of an earlier `start` (its
 #                                                 sampler and its choice on CUDA graphs; THREADS CPU threads
 #                                                 each, half the cores unless set)
@@ -39,8 +43,8 @@ setup_env() {
 start() {
     setup_env
     mkdir -p $RUNS; rm -f $RUNS/graphs-off
-    local papers="${*:-$PAPERS_ALL}" n threads
-    n=$(echo $papers | wc -w); threads=$(( $(nproc) / n )); [ $threads -ge 1 ] || threads=1
+    local papers="${*:-$PAPERS_ALL}" slots threads
+    slots=${SLOTS:-$(echo $papers | wc -w)}; threads=$(( $(nproc) / slots )); [ $threads -ge 1 ] || threads=1
     # the number every launch-count estimate assumed (about 8 µs an operator), measured here first: a few seconds
     [ "$BENCH" = 0 ] || python3 benchmarks/launch_overhead.py | tee $RUNS/launch-overhead.txt || true
     # the tests that only a GPU runs (CUDA graphs against eager training, device paths): seconds. If a
@@ -59,6 +63,11 @@ start() {
     # the whole GPU and each chapter's processes, every 5 s (FULL_RUN_PAPER names a process's chapter)
     setsid python3 benchmarks/gpu_sampler.py sample $RUNS/gpu-samples.csv --every 5 > $RUNS/sampler.out 2>&1 </dev/null &
     launch $threads $papers
+    if [ -n "${QUEUE:-}" ]; then
+        echo $QUEUE | tr ' ' '\n' > $RUNS/queue
+        RUNS=$RUNS PRESET=$PRESET setsid bash "$(readlink -f "$0")" feed $slots $RUNS >$RUNS/queue.log 2>&1 </dev/null &
+        echo "queued: $QUEUE (started as fewer than $slots run)"
+    fi
     python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")'
     echo "started: $papers ($threads CPU threads each)"
 }
@@ -73,6 +82,28 @@ launch() {  # launch THREADS PAPER ...: each chapter detached, eagerly if this s
     done
 }
 
+running() {  # how many chapters started in $RUNS have not ended (their log has no exit line yet)
+    local paper count=0
+    for paper in $PAPERS_ALL; do
+        [ ! -f $RUNS/$paper.log ] || grep -q "^exit " $RUNS/$paper.log || count=$(( count + 1 ))
+    done
+    echo $count
+}
+
+feed() {  # feed SLOTS RUNS: start the chapters listed in RUNS/queue, in order, whenever fewer than SLOTS run
+    setup_env
+    local slots=$1 threads paper
+    threads=$(( $(nproc) / slots )); [ $threads -ge 1 ] || threads=1
+    while [ -s $RUNS/queue ]; do
+        if [ "$(running)" -lt "$slots" ]; then
+            paper=$(head -1 $RUNS/queue); sed -i 1d $RUNS/queue
+            launch $threads $paper
+            echo "$(date -u +%T) started $paper ($threads CPU threads)"
+        fi
+        sleep 5  # also lets a chapter just launched open its log before the next count
+    done
+}
+
 add() {
     setup_env
     [ -d $RUNS ] || { echo "no runs in $RUNS: use start"; exit 2; }
@@ -83,7 +114,8 @@ add() {
 
 poll() {
     local until=$(( $(date +%s) + ${1:-60} ))
-    while [ $(date +%s) -lt $until ] && pgrep -f -- "--out $RUNS/" >/dev/null; do sleep 10; done
+    while [ $(date +%s) -lt $until ] && { pgrep -f -- "--out $RUNS/" >/dev/null || [ -s $RUNS/queue ]; }; do sleep 10; done
+    [ ! -s $RUNS/queue ] || echo "still queued: $(cat $RUNS/queue | tr '\n' ' ')"
     for log in $RUNS/*.log; do echo "== $log"; { grep -v '%|' $log || true; } | tail -4; done
     python3 benchmarks/gpu_sampler.py summary $RUNS/gpu-samples.csv | tee $RUNS/gpu-summary.md || true
     # where each run's time went, finished or in progress (papermill's scratch copy)
@@ -100,6 +132,7 @@ bench() {
 }
 
 stop() {  # end the runs and the sampler (a rehearsal's end; a GPU machine's processes end when it goes back)
+    pkill -f "full_on_gpu.sh feed [0-9]* $RUNS\$" || true; rm -f $RUNS/queue  # first, so that it starts nothing more
     pkill -f -- "--out $RUNS/" || true  # this folder's runs only
     pkill -f "gpu_sampler.py sample $RUNS/" || true
 }
