@@ -10,6 +10,8 @@ its epochs recorded, and the seconds a step are printed for both:
 - bottleneck's ``train_adam_depths``: depths 4 to 12 padded to 12, width 128, 8 networks each;
 - moderate-overparam's ``sgd_shallow_runs``: 10 runs of one-sample SGD, n = 100, d = 40, width 2000, logs every 100;
 - moderate-overparam's ``gd_shallow`` (the lazy runs): full-batch GD, n = 100, d = 40, width 1000, logs every 10;
+- moderate-overparam's ``fit_cells`` (the width-against-n diagram): n = 400, d = 10, `full`'s 21 widths 2 to 160,
+  10 trials, ReLU, chunks of 250 steps;
 - jacobian-lowrank's ``train_sgd``: the ResNet (16, 32, 64) with 3 blocks a stage, 1437 signals of MNIST-1D's shape
   (1 x 40 x 1), batches of 128, an evaluation every epoch.
 
@@ -33,6 +35,7 @@ from paperlib.nets.training import gd_shallow, sgd_shallow_runs
 from paperlib.papers.bottleneck import deepfc
 from paperlib.papers.jacobian_lowrank import resnet as jl_resnet
 from paperlib.papers.manifold_lsh import manifolds
+from paperlib.papers.moderate_overparam import phase
 from paperlib.papers.resnet_beyond_kernels import hiernet, hypercube
 
 
@@ -84,6 +87,13 @@ def shallow_gd(device, scale, n=100, d=40, width=1000):
                                log_every=10, device=device), steps)
 
 
+def phase_cells(device, scale, n=400, d=10, widths=(2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80,
+                                                       96, 112, 128, 160), trials=10):
+    cells = phase.phase_cells([n], widths, [d], trials)
+    steps = max(3, int(12 * scale)) * 250
+    return lambda: phase.fit_cells(cells, "relu", lr=0.1, max_iters=steps, tol=2.5e-3, seed=0, device=device), steps
+
+
 def digits_resnet(device, scale, n=1437, widths=(16, 32, 64), blocks=3):
     X = torch.randn(n, 1, 40, 1, generator=generator(0, "bench-rx"))
     Y = torch.nn.functional.one_hot(torch.arange(n) % 10, 10).float()
@@ -111,7 +121,7 @@ def seconds_a_step(job, device) -> dict:
 
 
 JOBS = (("resnet train_sgd", resnet), ("manifold train_mlps", mlps), ("bottleneck train_adam", stacked),
-        ("moderate sgd_shallow_runs", shallow_sgd), ("moderate gd_shallow", shallow_gd),
+        ("moderate sgd_shallow_runs", shallow_sgd), ("moderate gd_shallow", shallow_gd), ("moderate fit_cells", phase_cells),
         ("jacobian train_sgd", digits_resnet))
 
 

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from paperlib.core.seeding import generator as make_generator
 from paperlib.data.synthetic import gaussian_labels, sphere_points
+from paperlib.nets.graphs import GraphedEpoch, graphs_enabled
 from paperlib.nets.shallow import initial_weights, output_weights, resolve_activation
 from paperlib.nets.training import DIVERGENCE_THRESHOLD, TrainingLoop
 
@@ -189,6 +190,12 @@ def fit_cells(cells: Sequence[PhaseCell], activation, lr: float, max_iters: int,
     ``num_threads`` (optional) sets ``torch.set_num_threads`` for the duration of the call
     only; by default the process's setting is used as given. (On a CPU shared with another
     busy process, 2 OpenMP threads on 2 cores can be several times *slower* than 1.)
+
+    On a GPU (or with ``PAPERLIB_CUDA_GRAPHS=rehearse``) the ``compact_every`` steps between two
+    compactions are replayed as one checked CUDA graph (:class:`paperlib.nets.graphs.GraphedEpoch`),
+    the same kernels as the eager steps. A recording holds one shape of the batch, so there the
+    stopped runs are dropped only once they are at least half of it (:func:`_train_group_graphed`):
+    stopped runs are frozen either way, so only the padding that the products carry changes.
     """
     if num_threads is not None:
         previous = torch.get_num_threads()
@@ -239,11 +246,11 @@ def fit_cells(cells: Sequence[PhaseCell], activation, lr: float, max_iters: int,
     # the shared loop's bar and threshold; the batched iteration below stops runs one by one
     loop = TrainingLoop(max_iters * len(groups), progress=progress, desc=f"fit_cells[{act_name}]",
                         divergence_threshold=divergence_threshold)
+    train = _train_group_graphed if graphs_enabled(device) else _train_group
     try:
         for idx in groups:
             group = _Group([cells[i] for i in idx], idx, seed, device, dtype)
-            _train_group(group, kernel, lr, max_iters, tol, loop.divergence_threshold,
-                         compact_every, retire, loop)
+            train(group, kernel, lr, max_iters, tol, loop.divergence_threshold, compact_every, retire, loop)
     finally:
         loop.close()
     elapsed = time.perf_counter() - start
@@ -292,30 +299,41 @@ def _batches(cells: list, split_widths: bool) -> list[list[int]]:
     return [sorted(part) for part in parts if part]
 
 
+def _evaluate(g: _Group, kernel, tol, div_thr):
+    """At the current iterate: the residuals and phi'(Z) of every run, and the runs that stop here
+    (success below ``tol``; divergence, a failure) marked in place."""
+    # Units along rows, samples along columns: the output v^T phi(W X^T) is then one
+    # row-vector product per run, several times cheaper than a matrix-vector product.
+    Z = torch.bmm(g.W, g.Xt)                                      # (B, K, n)
+    P, S = kernel(Z)
+    r = torch.bmm(g.v.unsqueeze(1), P).squeeze(1).sub_(g.y)       # (B, n)
+    rel = torch.linalg.vector_norm(r, dim=1).div_(g.label_norm)
+    g.rel.copy_(torch.where(g.active, rel, g.rel))
+    ok = rel < tol
+    bad = ~torch.isfinite(rel) | (rel > div_thr)
+    g.success |= g.active & ok
+    g.active &= ~(ok | bad)
+    return r, S
+
+
+def _update(g: _Group, r, S, lr):
+    """One GD step of the runs still active; the stopped ones are frozen (zero residual)."""
+    r = torch.where(g.active.unsqueeze(1), r, 0.0)
+    S.mul_(g.v.unsqueeze(2) * r.unsqueeze(1))                    # phi'(Z) * v r^T
+    g.W.baddbmm_(S, g.X, alpha=-lr)
+    g.iters += g.active
+
+
 def _train_group(g: _Group, kernel, lr, max_iters, tol, div_thr, compact_every, retire, loop):
     """The hot loop: GD on one padded batch until every run has stopped."""
     done_at = 0
     tau = 0
     while True:
         # ---- one iteration: evaluate at W_tau, stop the runs that are finished, update.
-        # Units along rows, samples along columns: the output v^T phi(W X^T) is then one
-        # row-vector product per run, several times cheaper than a matrix-vector product.
-        X, W, v, y = g.X, g.W, g.v, g.y
-        Z = torch.bmm(W, g.Xt)                                    # (B, K, n)
-        P, S = kernel(Z)
-        r = torch.bmm(v.unsqueeze(1), P).squeeze(1).sub_(y)       # (B, n)
-        rel = torch.linalg.vector_norm(r, dim=1).div_(g.label_norm)
-        g.rel = torch.where(g.active, rel, g.rel)
-        ok = rel < tol
-        bad = ~torch.isfinite(rel) | (rel > div_thr)
-        g.success |= g.active & ok
-        g.active &= ~(ok | bad)
+        r, S = _evaluate(g, kernel, tol, div_thr)
         if tau == max_iters:
             break
-        r = torch.where(g.active.unsqueeze(1), r, 0.0)
-        S.mul_(v.unsqueeze(2) * r.unsqueeze(1))                  # phi'(Z) * v r^T
-        W.baddbmm_(S, X, alpha=-lr)
-        g.iters += g.active
+        _update(g, r, S, lr)
         tau += 1
         if tau % compact_every == 0:
             loop.advance(tau - done_at)
@@ -329,6 +347,42 @@ def _train_group(g: _Group, kernel, lr, max_iters, tol, div_thr, compact_every, 
     loop.advance(max_iters - done_at)
     if len(g):
         retire(g, torch.ones(len(g), dtype=torch.bool))
+
+
+def _train_group_graphed(g: _Group, kernel, lr, max_iters, tol, div_thr, compact_every, retire, loop):
+    """:func:`_train_group`'s iterations, ``compact_every`` at a time as one checked CUDA graph.
+
+    The same evaluations and updates in the same order. The host reads the batch once a chunk, as the
+    eager loop does, and drops the stopped runs only once they are at least half of the batch: each new
+    shape needs a new recording (and its check, one more chunk run eagerly), so a batch that shrank a
+    little at every chunk would never be replayed.
+    """
+    def chunk():
+        for _ in range(compact_every):
+            _update(g, *_evaluate(g, kernel, tol, div_thr), lr)
+        return g.iters
+
+    tau, runner = 0, None
+    while max_iters - tau >= compact_every:
+        if runner is None:  # reads g's tensors of this shape: a new one after each compaction
+            runner = GraphedEpoch(chunk, [g.W, g.rel, g.success, g.active, g.iters], enabled=True,
+                                  name="phase-diagram GD")
+        runner()
+        tau += compact_every
+        loop.advance(compact_every)
+        active = g.active.cpu()
+        if not bool(active.any()):
+            break
+        if 2 * int(active.sum()) <= len(g):
+            retire(g, ~active)
+            g.select(active)
+            runner = None
+    else:  # the steps left, then the last evaluation, as the eager loop takes them
+        for _ in range(max_iters - tau):
+            _update(g, *_evaluate(g, kernel, tol, div_thr), lr)
+        _evaluate(g, kernel, tol, div_thr)
+    loop.advance(max_iters - tau)
+    retire(g, torch.ones(len(g), dtype=torch.bool))
 
 
 # --------------------------------------------------------------------------- grids

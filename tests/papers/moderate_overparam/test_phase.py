@@ -130,3 +130,75 @@ def test_fit_cells_huge_step_is_a_failure_not_a_crash():
     res = fit_cells(cells, "softplus", lr=1e4, max_iters=300, tol=TOL, seed=0, compact_every=50)
     assert res.diverged.all() and not res.success.any()
     assert (res.iterations < 300).all()
+
+
+def _graph_path_run_eagerly(monkeypatch, phase):
+    """The trainer's GPU path (chunks, compaction once half the batch stopped) with every chunk run eagerly."""
+    from paperlib.nets.graphs import GraphedEpoch
+    monkeypatch.setattr(phase, "graphs_enabled", lambda device: True)
+    monkeypatch.setattr(phase, "GraphedEpoch", lambda epoch, state, *, enabled, name: GraphedEpoch(
+        epoch, state, enabled=False, name=name))
+
+
+@pytest.mark.parametrize("perturb", [0.0, 1e-3], ids=["recorded", "a wrong recording"])
+def test_graphed_chunks_replay_the_eager_chunks(monkeypatch, perturb):
+    """The path a GPU takes (chunks of ``compact_every`` steps replayed as CUDA graphs), with the CPU stand-in
+    for a recording, against the same path with every chunk run eagerly: bit for bit. The runs stop between
+    steps 542 and 840 and one never does (1210 = 12 chunks of 100 and a tail of 10), so the batch is recorded
+    at four sizes (8, 4, 2, 1). A recording made wrong on purpose fails its check and that shape runs eagerly."""
+    from graph_fakes import fake_graphs
+    import paperlib.papers.moderate_overparam.phase as phase
+    cells = [PhaseCell(10, 20, 10, t) for t in range(8)]
+    kw = dict(activation="softplus", lr=0.15, max_iters=1210, tol=TOL, seed=0, compact_every=100)
+    _graph_path_run_eagerly(monkeypatch, phase)
+    eager = fit_cells(cells, **kw)
+    assert sorted(eager.iterations.tolist())[::7] == [542, 1210] and eager.success.sum() == 7
+    runners = fake_graphs(monkeypatch, phase, perturb=perturb)
+    if perturb:
+        with pytest.warns(RuntimeWarning, match="differs"):
+            graphed = fit_cells(cells, **kw)
+        assert all(runner.mode == "eager" for runner in runners if runner.checks)
+    else:
+        graphed = fit_cells(cells, **kw)
+        # a runner per batch size; the first replays from its third chunk on, each check exact
+        assert len(runners) == 4 and runners[0].mode == "graph" and runners[0].checks == [0.0]
+    for name in ("success", "rel_error", "iterations", "diverged", "dead_points"):
+        assert np.array_equal(getattr(graphed, name), getattr(eager, name), equal_nan=True), name
+
+
+@pytest.mark.parametrize("activation, lr, cells, max_iters, compact_every", [
+    ("softplus", 0.15, [PhaseCell(10, 20, 10, t) for t in range(8)], 1210, 100),
+    ("relu", 0.1, phase_cells([10], [1, 4, 8, 20], [2, 6, 10], trials=2), 610, 50),
+], ids=["one shape", "padded, relu"])
+def test_the_graph_paths_compaction_gives_the_eager_loops_results(monkeypatch, activation, lr, cells, max_iters,
+                                                                  compact_every):
+    """The GPU path drops stopped runs only once they are half the batch; the eager loop at every chunk. Stopped
+    runs are frozen either way, so only the products' batch size and padding differ, which may reorder their sums
+    (on this CPU a batch of 8 rounds otherwise than one of 5): the errors agree to rounding, as in the compaction
+    test above (rtol 840 EPS32 for a damped float32 GD map), the stopping steps, outcomes and dead points exactly."""
+    from graph_fakes import fake_graphs
+    import paperlib.papers.moderate_overparam.phase as phase
+    kw = dict(activation=activation, lr=lr, max_iters=max_iters, tol=TOL, seed=0, compact_every=compact_every)
+    eager = fit_cells(cells, **kw)
+    assert 0 < eager.success.sum() < len(cells)
+    assert activation != "relu" or (eager.dead_points > 0).any()
+    fake_graphs(monkeypatch, phase)
+    graphed = fit_cells(cells, **kw)
+    for name in ("success", "iterations", "diverged", "dead_points"):
+        assert np.array_equal(getattr(graphed, name), getattr(eager, name)), name
+    assert np.allclose(graphed.rel_error, eager.rel_error, rtol=840 * EPS32)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_phase_diagram_on_cuda_graphs_trains_as_eager_cuda(monkeypatch):
+    """On a GPU: the chunks replayed as CUDA graphs against the same cells eagerly (PAPERLIB_CUDA_GRAPHS=0),
+    both on CUDA: the same stopping steps and outcomes, errors within the graph check's 1e-5."""
+    from paperlib.nets.graphs import GRAPH_CHECK_RTOL
+    cells = phase_cells([10], [4, 8, 20], [6, 10], trials=3)
+    kw = dict(activation="softplus", lr=0.15, max_iters=1210, tol=TOL, seed=0, compact_every=100, device="cuda")
+    graphed = fit_cells(cells, **kw)
+    monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "0")
+    eager = fit_cells(cells, **kw)
+    for name in ("success", "iterations", "diverged"):
+        assert np.array_equal(getattr(graphed, name), getattr(eager, name)), name
+    np.testing.assert_allclose(graphed.rel_error, eager.rel_error, rtol=GRAPH_CHECK_RTOL)
