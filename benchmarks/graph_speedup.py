@@ -10,8 +10,8 @@ its epochs recorded, and the seconds a step are printed for both:
 - bottleneck's ``train_adam_depths``: depths 4 to 12 padded to 12, width 128, 8 networks each;
 - moderate-overparam's ``sgd_shallow_runs``: 10 runs of one-sample SGD, n = 100, d = 40, width 2000, logs every 100;
 - moderate-overparam's ``gd_shallow`` (the lazy runs): full-batch GD, n = 100, d = 40, width 1000, logs every 10;
-- moderate-overparam's ``fit_cells`` (the width-against-n diagram): n = 400, d = 10, `full`'s 21 widths 2 to 160,
-  10 trials, ReLU, chunks of 250 steps;
+- moderate-overparam's ``fit_cells`` (the width-against-n diagram): n = 200, d = 10, `full`'s 21 widths 2 to 160,
+  10 trials, ReLU, chunks of 250 steps (the largest of its batches that records: ``phase.GRAPH_MAX_ELEMENTS``);
 - jacobian-lowrank's ``train_sgd``: the ResNet (16, 32, 64) with 3 blocks a stage, 1437 signals of MNIST-1D's shape
   (1 x 40 x 1), batches of 128, an evaluation every epoch.
 
@@ -87,7 +87,7 @@ def shallow_gd(device, scale, n=100, d=40, width=1000):
                                log_every=10, device=device), steps)
 
 
-def phase_cells(device, scale, n=400, d=10, widths=(2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80,
+def phase_cells(device, scale, n=200, d=10, widths=(2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80,
                                                        96, 112, 128, 160), trials=10):
     cells = phase.phase_cells([n], widths, [d], trials)
     steps = max(3, int(12 * scale)) * 250

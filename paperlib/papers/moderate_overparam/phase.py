@@ -153,6 +153,11 @@ class _Group:
     def __len__(self):
         return len(self.index)
 
+    @property
+    def elements(self) -> int:
+        """The size of a step's activations (runs x padded width x samples)."""
+        return self.W.shape[0] * self.W.shape[1] * self.X.shape[1]
+
     def select(self, keep: torch.Tensor):
         """Keep the rows ``keep`` (a CPU bool mask) and trim the padding to the survivors."""
         rows = keep.nonzero().squeeze(1)
@@ -192,10 +197,11 @@ def fit_cells(cells: Sequence[PhaseCell], activation, lr: float, max_iters: int,
     busy process, 2 OpenMP threads on 2 cores can be several times *slower* than 1.)
 
     On a GPU (or with ``PAPERLIB_CUDA_GRAPHS=rehearse``) the ``compact_every`` steps between two
-    compactions are replayed as one checked CUDA graph (:class:`paperlib.nets.graphs.GraphedEpoch`),
-    the same kernels as the eager steps. A recording holds one shape of the batch, so there the
-    stopped runs are dropped only once they are at least half of it (:func:`_train_group_graphed`):
-    stopped runs are frozen either way, so only the padding that the products carry changes.
+    compactions of a batch below :data:`GRAPH_MAX_ELEMENTS` are replayed as one checked CUDA graph
+    (:class:`paperlib.nets.graphs.GraphedEpoch`), the same kernels as the eager steps. A recording holds
+    one shape of the batch, so there the stopped runs are dropped only once they are at least half of it
+    (:func:`_train_group_graphed`): stopped runs are frozen either way, so only the padding that the
+    products carry changes.
     """
     if num_threads is not None:
         previous = torch.get_num_threads()
@@ -246,10 +252,11 @@ def fit_cells(cells: Sequence[PhaseCell], activation, lr: float, max_iters: int,
     # the shared loop's bar and threshold; the batched iteration below stops runs one by one
     loop = TrainingLoop(max_iters * len(groups), progress=progress, desc=f"fit_cells[{act_name}]",
                         divergence_threshold=divergence_threshold)
-    train = _train_group_graphed if graphs_enabled(device) else _train_group
+    graphs = graphs_enabled(device)
     try:
         for idx in groups:
             group = _Group([cells[i] for i in idx], idx, seed, device, dtype)
+            train = _train_group_graphed if graphs and group.elements < GRAPH_MAX_ELEMENTS else _train_group
             train(group, kernel, lr, max_iters, tol, loop.divergence_threshold, compact_every, retire, loop)
     finally:
         loop.close()
@@ -266,6 +273,15 @@ def fit_cells(cells: Sequence[PhaseCell], activation, lr: float, max_iters: int,
 # _DIM_PARTS ranges of input dimensions (2: the default Figure 2 1.5x faster than 1; 3 was slower).
 _MERGE_ELEMENTS = 15_000
 _DIM_PARTS = 2
+
+
+# A step is 28 operators, about 0.2 ms of launches on the H200s measured (6 to 9 us each), and passes over its
+# (B, K, n) activations about 8 times: at 2.5 TB/s that is 0.2 ms at 2**24 float32 elements. Below half of that,
+# launches dominate and a CUDA graph pays even where keeping the stopped runs (up to half the batch) doubles the
+# arithmetic; above, the eager loop, which drops them at every read, is kept. An estimate, not a measurement: on
+# the grids of `full`, Figure 2's batches (1.6e7 and 3.1e7 elements) stay eager and the width-against-n diagram's
+# graph, except its fixed-d batches at n = 300 and 400 (1.0e7 and 1.3e7).
+GRAPH_MAX_ELEMENTS = 2 ** 23
 
 
 def _batches(cells: list, split_widths: bool) -> list[list[int]]:

@@ -189,6 +189,25 @@ def test_the_graph_paths_compaction_gives_the_eager_loops_results(monkeypatch, a
     assert np.allclose(graphed.rel_error, eager.rel_error, rtol=840 * EPS32)
 
 
+def test_a_batch_too_large_to_gain_from_graphs_trains_eagerly(monkeypatch):
+    """Above GRAPH_MAX_ELEMENTS a batch keeps the eager loop (and its compaction at every read), even where
+    graphs are on: nothing is recorded and the results are the eager loop's, bit for bit."""
+    from graph_fakes import fake_graphs
+    import paperlib.papers.moderate_overparam.phase as phase
+    cells = [PhaseCell(10, 20, 10, t) for t in range(8)]      # 8 x 20 x 10 = 1600 elements
+    kw = dict(activation="softplus", lr=0.15, max_iters=1210, tol=TOL, seed=0, compact_every=100)
+    eager = fit_cells(cells, **kw)
+    runners = fake_graphs(monkeypatch, phase)
+    monkeypatch.setattr(phase, "GRAPH_MAX_ELEMENTS", 1600)
+    large = fit_cells(cells, **kw)
+    assert runners == []
+    for name in ("success", "rel_error", "iterations", "diverged", "dead_points"):
+        assert np.array_equal(getattr(large, name), getattr(eager, name), equal_nan=True), name
+    monkeypatch.setattr(phase, "GRAPH_MAX_ELEMENTS", 1601)
+    fit_cells(cells, **kw)
+    assert len(runners) == 4
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_phase_diagram_on_cuda_graphs_trains_as_eager_cuda(monkeypatch):
     """On a GPU: the chunks replayed as CUDA graphs against the same cells eagerly (PAPERLIB_CUDA_GRAPHS=0),
