@@ -210,13 +210,15 @@ def test_a_batch_too_large_to_gain_from_graphs_trains_eagerly(monkeypatch):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_phase_diagram_on_cuda_graphs_trains_as_eager_cuda(monkeypatch):
-    """On a GPU: the chunks replayed as CUDA graphs against the same cells eagerly (PAPERLIB_CUDA_GRAPHS=0),
-    both on CUDA: the same stopping steps and outcomes, errors within the graph check's 1e-5."""
+    """On a GPU: the chunks replayed as CUDA graphs against the same chunks run eagerly on CUDA (the same
+    schedule of compactions, so the same batch sizes for cuBLAS): the same stopping steps and outcomes, errors
+    within the graph check's 1e-5. That the schedule gives the eager loop's results is the CPU tests' part."""
+    import paperlib.papers.moderate_overparam.phase as phase
     from paperlib.nets.graphs import GRAPH_CHECK_RTOL
     cells = phase_cells([10], [4, 8, 20], [6, 10], trials=3)
     kw = dict(activation="softplus", lr=0.15, max_iters=1210, tol=TOL, seed=0, compact_every=100, device="cuda")
     graphed = fit_cells(cells, **kw)
-    monkeypatch.setenv("PAPERLIB_CUDA_GRAPHS", "0")
+    _graph_path_run_eagerly(monkeypatch, phase)
     eager = fit_cells(cells, **kw)
     for name in ("success", "iterations", "diverged"):
         assert np.array_equal(getattr(graphed, name), getattr(eager, name)), name
