@@ -279,8 +279,8 @@ _DIM_PARTS = 2
 # (B, K, n) activations about 8 times: at 2.5 TB/s that is 0.2 ms at 2**24 float32 elements. Below half of that,
 # launches dominate and a CUDA graph pays even where keeping the stopped runs (up to half the batch) doubles the
 # arithmetic; above, the eager loop, which drops them at every read, is kept. An estimate, not a measurement: on
-# the grids of `full`, Figure 2's batches (1.6e7 and 3.1e7 elements) stay eager and the width-against-n diagram's
-# graph, except its fixed-d batches at n = 300 and 400 (1.0e7 and 1.3e7).
+# the grids of `full`, Figure 2's batches (1.6e7 and 3.1e7 elements) stay eager, and so do the width-against-n
+# diagram's fixed-d batches at n = 300 and 400 (1.0e7 and 1.3e7); its other 20 batches record.
 GRAPH_MAX_ELEMENTS = 2 ** 23
 
 
