@@ -40,7 +40,16 @@ setup_env() {
     export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 }
 
+check_papers() {  # check_papers PAPER ...: stop at once, before installing or starting anything, at a name
+    local paper   # that is not a chapter (a queued one would otherwise fail only in its log, minutes later)
+    for paper in "$@"; do
+        case " $PAPERS_ALL " in *" $paper "*) ;; *) echo "unknown chapter '$paper' (one of: $PAPERS_ALL)" >&2; exit 2;; esac
+    done
+}
+
 start() {
+    check_papers "$@" ${QUEUE:-}
+    [[ "${SLOTS:-1}" =~ ^[1-9][0-9]*$ ]] || { echo "SLOTS must be a positive integer, got '$SLOTS'" >&2; exit 2; }
     setup_env
     mkdir -p $RUNS; rm -f $RUNS/graphs-off.*
     local papers="${*:-$PAPERS_ALL}" slots threads
@@ -118,6 +127,8 @@ feed() {  # feed SLOTS RUNS: start the chapters listed in RUNS/queue, in order, 
 }
 
 add() {
+    [ $# -ge 1 ] || { echo "add needs at least one chapter (one of: $PAPERS_ALL)" >&2; exit 2; }
+    check_papers "$@"
     setup_env
     [ -d $RUNS ] || { echo "no runs in $RUNS: use start"; exit 2; }
     local threads=${THREADS:-$(( $(nproc) / 2 ))}

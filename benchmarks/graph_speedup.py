@@ -87,7 +87,7 @@ def shallow_gd(device, scale, n=100, d=40, width=1000):
                                log_every=10, device=device), steps)
 
 
-def phase_cells(device, scale, n=200, d=10, widths=(2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80,
+def width_vs_n(device, scale, n=200, d=10, widths=(2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80,
                                                        96, 112, 128, 160), trials=10):
     cells = phase.phase_cells([n], widths, [d], trials)
     steps = max(3, int(12 * scale)) * 250
@@ -121,7 +121,7 @@ def seconds_a_step(job, device) -> dict:
 
 
 JOBS = (("resnet train_sgd", resnet), ("manifold train_mlps", mlps), ("bottleneck train_adam", stacked),
-        ("moderate sgd_shallow_runs", shallow_sgd), ("moderate gd_shallow", shallow_gd), ("moderate fit_cells", phase_cells),
+        ("moderate sgd_shallow_runs", shallow_sgd), ("moderate gd_shallow", shallow_gd), ("moderate fit_cells", width_vs_n),
         ("jacobian train_sgd", digits_resnet))
 
 

@@ -79,3 +79,17 @@ def test_the_queue_starts_each_chapter_after_the_one_before_ends(tmp_path):
     assert [event[2] for event in events if event[0] == "start"] == ["on", "0"]
     assert float(events[2][3]) >= float(events[1][2])
     assert not (tmp_path / "runs" / "queue").read_text()
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (["start", "moderate-overparam", "bottlenek"], {}, "unknown chapter 'bottlenek'"),
+    (["start", "bottleneck"], {"QUEUE": "manifold"}, "unknown chapter 'manifold'"),
+    (["start", "bottleneck"], {"SLOTS": "0"}, "SLOTS must be a positive integer, got '0'"),
+    (["add"], {}, "add needs at least one chapter"),
+], ids=["a misspelt chapter", "a misspelt queued chapter", "no slot", "add without a chapter"])
+def test_bad_input_stops_before_anything_is_installed_or_started(tmp_path, args, env, message):
+    runs = tmp_path / "runs"
+    result = subprocess.run(["bash", str(SCRIPT), *args], cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                            env={**os.environ, "RUNS": str(runs), **env})
+    assert result.returncode == 2 and message in result.stderr
+    assert not runs.exists()  # nothing was made: no folder, no sampler, no run

@@ -16,7 +16,7 @@ def test_each_trainer_is_timed_eagerly_and_recorded_and_the_switch_is_restored(m
     for make in (lambda: gs.resnet(device, 0.1, n=100, width=8), lambda: gs.mlps(device, 0.1, n=64, width=8),
                  lambda: gs.stacked(device, 0.0, n=16, width=8), lambda: gs.shallow_sgd(device, 0.0, n=10, width=8, runs=2),
                  lambda: gs.shallow_gd(device, 0.0, n=10, width=8),
-                 lambda: gs.phase_cells(device, 0.0, n=10, d=3, widths=(2, 8), trials=2),
+                 lambda: gs.width_vs_n(device, 0.0, n=10, d=3, widths=(2, 8), trials=2),
                  lambda: gs.digits_resnet(device, 0.0, n=20, widths=(2, 2, 2), blocks=1)):
         times = gs.seconds_a_step(make, device)
         assert set(times) == {"eager", "recorded"} and all(t > 0 for t in times.values())
