@@ -96,3 +96,10 @@ def legend_headroom(*axes, fraction=0.45):
     for axis in axes:
         low, high = axis.get_ylim()
         axis.set_ylim(low, high + fraction * (high - low))
+
+
+def label_log_ticks(axis, values):
+    """Label a log axis at ``values`` only, in plain numbers. Across about a decade matplotlib labels every
+    minor tick too (3×10², 4×10², ...), and the labels run together."""
+    axis.set_ticks(values, [f"{value:g}" for value in values])
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())

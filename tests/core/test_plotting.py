@@ -89,3 +89,14 @@ def test_legend_headroom_raises_only_the_top_of_each_axis():
     plotting.legend_headroom(ax, twin, fraction=0.5)
     assert ax.get_ylim() == (0.0, 3.0) and twin.get_ylim() == (-1.0, 2.0)
     plt.close(fig)
+
+
+def test_log_ticks_label_only_the_given_values_in_plain_numbers():
+    fig, ax = plt.subplots()
+    ax.loglog([50, 200, 500], [1.0, 2.0, 3.0])
+    plotting.label_log_ticks(ax.xaxis, [50, 200, 500.0])
+    fig.canvas.draw()
+    major = [t.get_text() for t in ax.xaxis.get_majorticklabels()]
+    minor = [t.get_text() for t in ax.xaxis.get_minorticklabels()]
+    assert major == ["50", "200", "500"] and not any(minor)
+    plt.close(fig)

@@ -73,6 +73,7 @@ def summary(P, study, widths, sens, fig4):
                          lambda method: [widths.width_kernels[method, m]["error"] for m in P.widths], line=True)
     ax.axhline(T, color="0.3", ls=":", label="k α²")
     ax.set_xscale("log"); ax.set_yscale("log")
+    plotting.label_log_ticks(ax.xaxis, P.widths)
     ax.set_xlabel("m (width of each hidden layer)"); ax.set_ylabel(f"test error (sum of squares over {P.num_outputs} outputs)")
     ax.set_title(f"(b) Figure 2's layout at N = {n_focus}:\nnetworks (median) and their initial kernels")
     ax.legend(fontsize=6.5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14))
