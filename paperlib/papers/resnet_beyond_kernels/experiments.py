@@ -115,7 +115,8 @@ class Study:
 
     def sign_flips(self) -> SimpleNamespace:
         """Prop. B.4: the greedy worst-case number of sign flips of g⁽⁰⁾ ~ N(0, I/m) under ‖g'‖ <= δ over m δ^(2/3),
-        per (m, δ); and whether a random perturbation of the same norm ever flips more (it cannot)."""
+        per (m, δ), and each judged ratio's deviation from 1.2407 in units of its sampling spread; and whether a random
+        perturbation of the same norm ever flips more (it cannot)."""
         P, gen = self.P, self.gen
         out = SimpleNamespace(ratios={}, random_ok=True)
         for m in P.sign_flip_widths:
@@ -127,9 +128,11 @@ class Study:
                 g_prime = delta * direction / direction.norm()
                 flipped = torch.sign(g0 + g_prime) != torch.sign(g0)
                 out.random_ok &= int(flipped.sum()) <= worst and float(g0[flipped].norm()) <= delta
-        # the count is a random order statistic with relative spread about 1/sqrt(count), so the law is judged
-        # where m delta^(2/3) >= 200 (spread <= 7 %); smaller counts are printed but not judged
+        # the count is a random order statistic with relative spread sqrt(8/15 / n0), so the law is judged where
+        # m delta^(2/3) >= 200 (spread <= 4.6 %), each ratio in units of its own spread; smaller counts are printed
         out.judged = {key: r for key, r in out.ratios.items() if key[0] * key[1] ** (2 / 3) >= 200}
+        out.deviations = {(m, delta): (r - hc.SIGN_FLIP_CONSTANT) / (hc.SIGN_FLIP_CONSTANT * hc.sign_flip_relative_spread(m, delta))
+                          for (m, delta), r in out.judged.items()}
         return out
 
     # -------------------------------------------------------------- §3 kernels

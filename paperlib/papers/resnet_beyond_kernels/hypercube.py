@@ -383,3 +383,15 @@ def greedy_sign_flips(g0: torch.Tensor, delta: float) -> int:
 
 SIGN_FLIP_CONSTANT = (3 * (2 / math.sqrt(2 * math.pi)) ** 2) ** (1 / 3)
 """s* ~ (3 (2 phi(0))^2)^{1/3} m delta^{2/3} = 1.2407 m delta^{2/3} for g0 ~ N(0, I/m)."""
+
+
+def sign_flip_relative_spread(m: int, delta: float) -> float:
+    r"""The sampling spread of :func:`greedy_sign_flips` relative to its mean, :math:`\sqrt{8/15}/\sqrt{n_0}` with
+    :math:`n_0=1.2407\,m\delta^{2/3}`, to leading order in small delta and large n_0.
+
+    With :math:`z=\sqrt m\,g^{(0)}`, the count below u is :math:`N(u)` (mean :math:`m\,2\phi(0)u`) and its sum of
+    squares :math:`S(u)` (mean :math:`m\,2\phi(0)u^3/3`); the worst case stops at :math:`S(u^*)=m\delta^2`.
+    Linearised, :math:`s^*-n_0pprox\Delta N-\Delta S/u^2`, and with Var N = n_0, Var S = n_0 u^4/5 and
+    Cov(N, S) = n_0 u^2/3 its variance is :math:`n_0(1+1/5-2/3)=	frac{8}{15}n_0`."""
+    expected_count = SIGN_FLIP_CONSTANT * m * delta ** (2 / 3)
+    return math.sqrt(8 / 15 / expected_count)

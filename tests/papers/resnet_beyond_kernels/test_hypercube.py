@@ -255,6 +255,23 @@ def test_sign_flip_constant():
     assert hc.greedy_sign_flips(g0, delta) / (m * delta ** (2 / 3)) == pytest.approx(hc.SIGN_FLIP_CONSTANT, rel=0.05)
 
 
+def test_sign_flip_spread_matches_monte_carlo():
+    """The derived relative spread sqrt(8/15 / n0) against the spread of 2,000 worst-case counts at m = 20,000,
+    delta = 0.01 (n0 = 1,152, u* = 0.07). The estimated standard deviation has a relative error of about
+    1/sqrt(2 * 2000) = 1.6 %, and the derivation drops terms of order u*^2 = 0.5 %: 8 % is four standard errors
+    plus the dropped terms."""
+    m, delta, draws = 20_000, 0.01, 2000
+    gen = generator(0, "flip-spread")
+    counts = []
+    for _ in range(draws // 250):  # 250 rows at a time: 40 MB
+        g0 = torch.randn(250, m, generator=gen, dtype=torch.float64) / math.sqrt(m)
+        cumulative = torch.cumsum(torch.sort(g0.abs(), dim=1).values ** 2, dim=1)
+        counts.append((cumulative < delta ** 2).sum(1).double())
+    counts = torch.cat(counts)
+    measured = float(counts.std() / counts.mean())
+    assert measured == pytest.approx(hc.sign_flip_relative_spread(m, delta), rel=0.08)
+
+
 def test_dot_kernel_rejects_unknown_name():
     with pytest.raises(ValueError, match="unknown kernel"):
         hc.dot_kernel("laplace", 10)
