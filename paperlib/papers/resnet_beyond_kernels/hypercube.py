@@ -391,7 +391,7 @@ def sign_flip_relative_spread(m: int, delta: float) -> float:
 
     With :math:`z=\sqrt m\,g^{(0)}`, the count below u is :math:`N(u)` (mean :math:`m\,2\phi(0)u`) and its sum of
     squares :math:`S(u)` (mean :math:`m\,2\phi(0)u^3/3`); the worst case stops at :math:`S(u^*)=m\delta^2`.
-    Linearised, :math:`s^*-n_0pprox\Delta N-\Delta S/u^2`, and with Var N = n_0, Var S = n_0 u^4/5 and
-    Cov(N, S) = n_0 u^2/3 its variance is :math:`n_0(1+1/5-2/3)=	frac{8}{15}n_0`."""
+    Linearised, :math:`s^*-n_0\approx\Delta N-\Delta S/u^2`, and with Var N = n_0, Var S = n_0 u^4/5 and
+    Cov(N, S) = n_0 u^2/3 its variance is :math:`n_0(1+1/5-2/3)=\tfrac{8}{15}n_0`."""
     expected_count = SIGN_FLIP_CONSTANT * m * delta ** (2 / 3)
     return math.sqrt(8 / 15 / expected_count)
