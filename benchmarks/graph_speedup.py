@@ -88,7 +88,7 @@ def shallow_gd(device, scale, n=100, d=40, width=1000):
 
 
 def width_vs_n(device, scale, n=200, d=10, widths=(2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80,
-                                                       96, 112, 128, 160), trials=10):
+                                                      96, 112, 128, 160), trials=10):
     cells = phase.phase_cells([n], widths, [d], trials)
     steps = max(3, int(12 * scale)) * 250
     return lambda: phase.fit_cells(cells, "relu", lr=0.1, max_iters=steps, tol=2.5e-3, seed=0, device=device), steps
