@@ -103,3 +103,20 @@ def label_log_ticks(axis, values):
     minor tick too (3×10², 4×10², ...), and the labels run together."""
     axis.set_ticks(values, [f"{value:g}" for value in values])
     axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+class _PlainLogFormatter(matplotlib.ticker.LogFormatterSciNotation):
+    """matplotlib's log labels, in plain numbers (0.3, 20) on an axis of at most two decades."""
+
+    def __call__(self, x, pos=None):
+        label = super().__call__(x, pos)
+        low, high = sorted(self.axis.get_view_interval())
+        narrow = low > 0 and np.log10(high / low) <= 2
+        return f"{x:g}" if label and narrow else label
+
+
+def plain_log_labels(axis):
+    """Label a log axis whose extent the data decide in plain numbers when it spans at most two decades, where
+    matplotlib labels its minor ticks 2×10⁻¹, 3×10⁻¹, ...; a wider axis keeps its powers of ten."""
+    axis.set_major_formatter(_PlainLogFormatter())
+    axis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False))

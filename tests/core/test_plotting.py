@@ -100,3 +100,17 @@ def test_log_ticks_label_only_the_given_values_in_plain_numbers():
     minor = [t.get_text() for t in ax.xaxis.get_minorticklabels()]
     assert major == ["50", "200", "500"] and not any(minor)
     plt.close(fig)
+
+
+def test_plain_log_labels_on_a_narrow_axis_and_powers_of_ten_on_a_wide_one():
+    labels = {}
+    for low, high in [(0.09, 0.45), (1e-6, 10.0)]:
+        fig, ax = plt.subplots()
+        ax.semilogy([0, 1], [low, high])
+        plotting.plain_log_labels(ax.yaxis)
+        fig.canvas.draw()
+        labels[low] = [t.get_text() for t in ax.yaxis.get_ticklabels(minor=True) + ax.yaxis.get_ticklabels()
+                       if t.get_text()]
+        plt.close(fig)
+    assert {"0.2", "0.3", "0.1"} <= set(labels[0.09]) and not any("10^" in label for label in labels[0.09])
+    assert all("10^" in label for label in labels[1e-6])

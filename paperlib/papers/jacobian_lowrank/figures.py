@@ -66,6 +66,7 @@ def appendix_d(P, step1):
     axes[0].loglog(ns, step1.tails_W0, "s-", color="0.5", label="at initialization, W₀ (measured)")
     axes[0].loglog(ns, step1.tails[0] * (ns / ns[0]) ** -0.5, "k--", label="slope −1/2 (App. D's rate, shape)")
     plotting.label_log_ticks(axes[0].xaxis, ns)
+    plotting.plain_log_labels(axes[0].yaxis)
     axes[0].set_xlabel("samples n"); axes[0].set_ylabel(f"s_{two_d + 1} / s_1")
     axes[0].set_title("(a) the tail after 2d singular values")
     axes[0].legend(fontsize=8)

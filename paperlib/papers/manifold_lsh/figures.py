@@ -38,6 +38,7 @@ def summary(P, layer, base, theta_rows, theta_raw=(), table_recovery=None):
         ax.loglog(grid, layer.c_fit * n_pts / np.sqrt(grid), "-", color=color, lw=1, label=f"c N/√D, N = {n_pts}")
         ax.axvline(layer.paper_width[n_pts], color=color, ls=":", lw=1)
     ax.axhline(layer.eps_target, color="0.4", ls="--", lw=1, label="ε = 1 (dotted: Lemma 22's width for it)")
+    plotting.plain_log_labels(ax.yaxis)
     ax.set_xlabel("D (random width)"); ax.set_ylabel("‖ZZᵀ − K‖_F"); ax.set_title("(a) kernel concentration (C2)")
     ax.legend(fontsize=7)
 

@@ -128,6 +128,7 @@ def paper_points_history(P, study, points):
     axes[0].set_title(f"(a) ĝ against epochs, width {P.paper_width}")
     axes[1].axhline(study.T, color="0.3", ls=":", label="k α² (F only)")
     axes[1].set_yscale("log")
+    plotting.plain_log_labels(axes[1].yaxis)
     axes[1].set_ylabel(f"test error (sum of squares over {P.num_outputs} outputs)")
     axes[1].set_title("(b) test error against epochs (median and range over seeds)")
     for ax in axes:
