@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 PREDICTION_COLOR = "#222222"
+MARKED_POINTS = 40  # above it, the seeds of prediction_vs_measurement are lines, not dots
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442"]
 
 
@@ -29,7 +30,9 @@ def prediction_vs_measurement(ax, x, measured, predicted=None, *, label="measure
 
     ``measured`` has shape (num_seeds, len(x)): the line is the mean, the band
     spans the min and max over seeds and each seed is a faint dot, so the
-    spread is visible.  ``predicted`` (same x) is drawn as a solid black line,
+    spread is visible; on a curve of more than ``MARKED_POINTS`` points, where dots
+    would merge into a beaded band, each seed is a faint line and the mean has no markers.
+    ``predicted`` (same x) is drawn as a solid black line,
     ``bound`` (an upper or lower bound the theorem proves) as a dashed one.
     """
     x = np.asarray(x, dtype=float)
@@ -38,10 +41,12 @@ def prediction_vs_measurement(ax, x, measured, predicted=None, *, label="measure
     mean = np.nanmean(measured, axis=0)
     ax.fill_between(x, np.nanmin(measured, axis=0), np.nanmax(measured, axis=0), color=color,
                     alpha=0.2, linewidth=0)
+    marked = len(x) <= MARKED_POINTS
     for row in measured:
-        ax.plot(x, row, "o", color=color, markersize=2.5, alpha=0.5)
-    ax.plot(x, mean, "-o", color=color, markersize=4,
-            label=f"{label} (mean, band = min-max over {measured.shape[0]} seed{'s' * (measured.shape[0] > 1)})")
+        ax.plot(x, row, "o" if marked else "-", color=color, markersize=2.5, linewidth=0.6, alpha=0.5)
+    ax.plot(x, mean, "-o" if marked else "-", color=color, markersize=4,
+            label=f"{label} (mean, band = min-max over {measured.shape[0]} seeds)" if len(measured) > 1
+            else f"{label} (1 seed)")
     if predicted is not None:
         ax.plot(x, np.asarray(predicted, dtype=float), "-", color=PREDICTION_COLOR, linewidth=1.5,
                 label=prediction_label)

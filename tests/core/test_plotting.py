@@ -114,3 +114,19 @@ def test_plain_log_labels_on_a_narrow_axis_and_powers_of_ten_on_a_wide_one():
         plt.close(fig)
     assert {"0.2", "0.3", "0.1"} <= set(labels[0.09]) and not any("10^" in label for label in labels[0.09])
     assert all("10^" in label for label in labels[1e-6])
+
+
+def test_prediction_vs_measurement_draws_long_curves_as_lines_not_dots():
+    """A curve of many logged points (a training trace) would turn each seed's dots into a beaded band."""
+    fig, ax = plt.subplots()
+    x = np.arange(plotting.MARKED_POINTS + 1.0)
+    plotting.prediction_vs_measurement(ax, x, np.vstack([x, x + 1]))
+    assert all(line.get_marker() in ("None", "", None) for line in ax.get_lines())
+    plt.close(fig)
+
+
+def test_prediction_vs_measurement_names_no_band_for_one_seed():
+    fig, ax = plt.subplots()
+    plotting.prediction_vs_measurement(ax, [1.0, 2.0], [[1.0, 2.0]])
+    assert [line.get_label() for line in ax.get_lines()][-1] == "measured (1 seed)"
+    plt.close(fig)
