@@ -7,13 +7,12 @@
 #   benchmarks/full_dry_run.sh [PAPER ...]      results and logs in runs/full-dry/
 #
 # REHEARSE=1 runs the recorded path instead (PAPERLIB_CUDA_GRAPHS=rehearse: the CPU stand-in for a CUDA
-# graph, which refuses host reads as a capture does and checks each recording against an eager rerun), with
-# the counts cut only as far as every recording trainer still runs a warm-up chunk and then a recorded one,
-# whose check replays the recording against an eager rerun (moderate-overparam's phase chunks of 250 steps
-# and lazy chunks of 10; bottleneck's 100 steps between logs; one epoch a chunk elsewhere). Results in
-# runs/full-rehearsal/. Measured on
-# 2026-11-28, one thread each, two or three runs on two cores: moderate-overparam 798 s, jacobian-lowrank
-# 1,759 s, manifold-lsh 1,242 s, bottleneck 1,684 s, resnet-beyond-kernels 336 s.
+# graph, which refuses host reads as a capture does), with the counts cut only as far as every recording
+# trainer still runs a warm-up chunk and then a recorded one, whose check replays the recording against an
+# eager rerun (moderate-overparam's phase chunks of 250 steps and lazy chunks of 10; bottleneck's 100 steps
+# between logs; one epoch a chunk elsewhere). Results in runs/full-rehearsal/. Measured on 2026-11-28, one
+# thread each, two or three runs on two cores: moderate-overparam 798 s, jacobian-lowrank 1,759 s,
+# manifold-lsh 1,242 s, bottleneck 1,684 s, resnet-beyond-kernels 336 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
