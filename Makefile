@@ -38,7 +38,8 @@ book: install
 
 test: install
 	$(PY) -m paperlib nbval-prepare --out _build/nbval
-	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --nbval-lax --ignore=tests/browser tests _build/nbval
+	# --durations: the slowest tests in CI's log, where its 90 minutes go
+	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=40 --nbval-lax --ignore=tests/browser tests _build/nbval
 	# the unit tests again at 2 threads: another BLAS kernel must not change an outcome
 	OMP_NUM_THREADS=2 $(PY) -m pytest -q -m "not notebook" --ignore=tests/browser tests
 	$(JB) build -W -n --keep-going --path-output _build/test-book .

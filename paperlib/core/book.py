@@ -244,7 +244,7 @@ def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None, 
         lines += ["", verdict_bars_html(ledger["claims"])]
         sections.append("\n".join(lines))
     every = [c for ledger in ledgers for c in ledger["claims"]]
-    head = f"Over {len(ledgers)} chapter(s), seed 0: {headline(every)}."
+    head = f"Over {len(ledgers)} chapter{'s' if len(ledgers) != 1 else ''}, seed 0: {headline(every)}."
     if aggregates:
         head += f" Over seeds: {seed_headline(list(aggregates.values()))}."
     table = ("## Every claim\n\nChoose a chapter, a kind or a verdict to narrow the table; a claim's id "

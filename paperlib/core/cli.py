@@ -94,7 +94,7 @@ def cmd_book(args) -> int:
         seeds = parse_seeds(args.seeds)
     ledgers = build_chapters(args.preset, args.runs or f"_build/runs/{args.preset}", seeds=seeds,
                              workers=args.workers, threads=args.threads_per_worker)
-    print(f"{len(ledgers)} chapter(s) ready in book/chapters at preset {args.preset!r}")
+    print(f"{len(ledgers)} chapter{'s' if len(ledgers) != 1 else ''} ready in book/chapters at preset {args.preset!r}")
     return 0
 
 

@@ -276,7 +276,7 @@ def depth_sweep(P, device) -> SimpleNamespace:
     decays = depth_weight_decays(P)
     fits = df.train_adam_depths([init([data.X.shape[1]] + [P.width] * (depth - 1) + [data.Y.shape[1]], depth_seeds, device)
                                  for depth in P.depths], data.X, data.Y, weight_decay=decays, steps=P.steps, lr=P.lr)
-    out.log.append(f"{len(P.depths)} depths x {P.seeds} seeds trained in {fits[0].seconds:.1f} s")
+    out.log.append(f"{len(P.depths)} depths x {P.seeds} seed{'s' if P.seeds != 1 else ''} trained in {fits[0].seconds:.1f} s")
     if P.weight_decay_depth_exponent != 0:
         out.log.append("λ by depth (weight_decay_depth_exponent = "
                        f"{P.weight_decay_depth_exponent:g}): " + ", ".join(f"L = {d}: {lam:.3g} (λL = {lam * d:.3g})"
