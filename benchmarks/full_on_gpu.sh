@@ -62,7 +62,7 @@ start() {
     # whose CUDA-graph test fails trains eagerly, as before graphs existed (graphs_off)
     python3 -m pytest -q -p no:cacheprovider -rfs tests/nets/test_graphs.py tests/papers/resnet_beyond_kernels/test_hiernet.py tests/papers/bottleneck/test_deepfc_repcost.py \
         tests/papers/manifold_lsh/test_manifolds.py tests/papers/jacobian_lowrank/test_data_jacobian.py tests/papers/jacobian_lowrank/test_resnet.py tests/papers/moderate_overparam/test_phase.py \
-        tests/nets/test_training.py -k cuda \
+        tests/nets/test_training.py tests/maths/test_spectral.py -k cuda \
         >$RUNS/cuda-tests.txt 2>&1 || true
     tail -8 $RUNS/cuda-tests.txt
     graphs_off $RUNS/cuda-tests.txt | tee -a $RUNS/cuda-tests.txt
