@@ -17,7 +17,8 @@ Three ways to the top-r left singular space :math:`U_r` of :math:`J` (eigenvecto
   time) + ``torch.linalg.eigh``. :math:`O((nK)^2 p + (nK)^3)`; fine to nK of a few thousand.
 - :func:`top_singular_space` with ``method="lanczos"``: ARPACK implicitly restarted Lanczos
   (``scipy.sparse.linalg.eigsh``) on the matrix-free operator :math:`v \mapsto J(J^\top v)`
-  (``torch.func.vjp`` then the linearized forward pass of ``torch.func.linearize``, :class:`JacobianGramOperator`).
+  (``torch.func.vjp``, then the tangent pass traced by ``torch.func.linearize``;
+  :class:`JacobianGramOperator`).
 - ``method="randomized"``: randomized subspace iteration on the same operator (block
   products, ``rank + oversample`` columns, ``power_iters`` passes).
 
@@ -164,8 +165,9 @@ class JacobianGramOperator:
 
     :math:`J^\top v` is one reverse-mode pass (``torch.func.vjp``; the forward graph of each
     sample chunk is built once, at construction, and reused), :math:`J g` one forward-mode pass
-    (``torch.func.linearize``, also built once per chunk: a plain ``jvp`` redoes the forward pass
-    at every product, and on the smoke ResNet took 4 times as long, for the same bits). Samples are processed ``chunk_size`` at a time (all at once by
+    (the tangent pass that ``torch.func.linearize`` traces, also once per chunk: a plain ``jvp`` reruns
+    the forward pass at every product; at ``full``'s ResNet on one CPU thread, 1.2 s against 0.8 s each
+    time, for the same bits). Samples are processed ``chunk_size`` at a time (all at once by
     default). ``matmat`` pushes ``block`` vectors at a time through ``vmap`` of the same
     functions.
 
