@@ -24,7 +24,8 @@ def describe(device: torch.device) -> str:
     """A human-readable name for the provenance footer."""
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
-    return f"cpu ({torch.get_num_threads()} threads)"
+    threads = torch.get_num_threads()
+    return f"cpu ({threads} thread{'' if threads == 1 else 's'})"
 
 
 @contextmanager

@@ -16,4 +16,11 @@ def test_device_choice():
 def test_device_description_names_the_device():
     assert pick_device("cpu") == torch.device("cpu")
     from paperlib.core.devices import describe
-    assert describe(torch.device("cpu")) == f"cpu ({torch.get_num_threads()} threads)"
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert describe(torch.device("cpu")) == "cpu (1 thread)"
+        torch.set_num_threads(2)
+        assert describe(torch.device("cpu")) == "cpu (2 threads)"
+    finally:
+        torch.set_num_threads(previous)
