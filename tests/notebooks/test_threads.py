@@ -24,7 +24,7 @@ pytestmark = pytest.mark.notebook
 #: more. The references were made on 2026-11-29 on a CPU without AVX-512, where this setting changes nothing; there
 #: the test checks the thread count only, and on an AVX-512 CPU test_notebooks.py's 1-thread runs are the ones that
 #: compare another instruction set with the reference (those references and the earlier ones, made with AVX-512,
-#: had the same verdicts and nbval-checked numbers; the measured values moved in 17 claims of 287).
+#: had the same verdicts and nbval-checked numbers; the ledgers' `measured` fields differed in 17 claims of 287).
 AVX2_ONLY = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
