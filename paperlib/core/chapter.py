@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paperlib.core import controls, devices, params, plotting
+from paperlib.core import controls, devices, params, plotting, sections
 from paperlib.core.ledger import Ledger, cell_claims_markdown, declared_claims
 from paperlib.core.seeding import seed_everything
 
@@ -30,25 +30,33 @@ class Chapter:
     ledger: Ledger
     section_starts: dict = field(default_factory=dict)
     ledger_path: Path | None = None
+    notes: list = field(default_factory=list)
 
     def section(self, name: str) -> None:
         """Mark the start of a section: its wall and CPU time go into the provenance table (the
-        CPU time of this process is the section's cost even when other jobs share the cores)."""
+        CPU time of this process is the section's cost even when other jobs share the cores), and the
+        claims recorded from here on carry its name (:mod:`paperlib.core.sections`)."""
         self.section_starts[name] = (time.perf_counter(), time.process_time())
+        self.ledger.section = name
+
+    def note(self, markdown: str) -> None:
+        """A sentence computed from the run, shown in the Verdicts after the findings."""
+        self.notes.append(markdown)
 
     def verdicts(self, *notes: str) -> None:
-        """Save the ledger, then show the generated findings, any chapter-specific ``notes``
-        (Markdown computed from the run) and the table of every claim."""
+        """Save the ledger, then show the generated findings, the chapter's notes (:meth:`note`, then
+        ``notes``: Markdown computed from the run) and the table of every claim."""
         from IPython.display import Markdown, display
         from myst_nb import glue
 
+        self.ledger.section_seconds = {name: round(wall, 2) for name, (wall, _) in self.section_times().items()}
         self.ledger_path = self.ledger.save()
         glue("verdict_summary", Markdown(self.ledger.summary()), display=False)
         display(Markdown(self.ledger.findings_markdown()))
         coverage = controls.coverage_markdown(self.ledger.paper, self.ledger.claims)
         if coverage:
             display(Markdown(coverage))
-        for note in notes:
+        for note in [*self.notes, *notes]:
             display(Markdown(note))
         display(Markdown(self.ledger.table_markdown()))
 
@@ -86,6 +94,8 @@ def open_chapter(paper: str, namespace: dict) -> Chapter:
     ledger = Ledger(paper, P, device=devices.describe(device), declared=declared_claims(paper))
     plotting.use_style()
     show_claims_under_each_cell(ledger)
+    # with `sections` set, the cells of the other sections do not run; unset, nothing is installed
+    sections.install_filter(None if P.values.get("sections") is None else sections.closure(paper, P.sections))
     _show(reproduce_markdown(paper, P.preset, P.seed, P.overrides, devices.describe(device)),
           f"preset {P.preset!r}, seed {P.seed}, device {device}; overrides: {P.overrides or 'none'}")
     return Chapter(P, device, ledger)

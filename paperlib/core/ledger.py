@@ -281,6 +281,8 @@ class Ledger:
         self.device = device
         self.declared = declared or {}  # claim id -> what the paper package's claims.yaml says of it
         self.claims: list[dict] = []
+        self.section: str | None = None  # the section recording now (Chapter.section); None in the opening cells
+        self.section_seconds: dict = {}  # wall seconds of each section that ran, set when the chapter closes
         self.started = time.perf_counter()
         # the revision of the code this run loaded: taken now, since a commit made while a long run goes on
         # (a `full` run takes minutes) would otherwise be credited with a result of the code before it
@@ -357,7 +359,7 @@ class Ledger:
             "check": {"kind": check.kind, "rtol": check.rtol, "atol": check.atol,
                       "low": _jsonable(check.low), "high": _jsonable(check.high)},
             "verdict": verdict, "prediction_holds": holds, "robust": bool(robust),
-            "why": (why + (" " + note if note else "")).strip(),
+            "why": (why + (" " + note if note else "")).strip(), "section": self.section,
         }
         self.claims.append(entry)
         return Claim(entry)
@@ -376,7 +378,7 @@ class Ledger:
         entry = {"id": claim_id, "kind": EXPLORATORY, "source": source, "statement": statement,
                  "predicted": None, "measured": _jsonable(measured), "paper_value": _jsonable(paper_value),
                  "tolerance": "", "check": None, "verdict": NO_VERDICT, "prediction_holds": None,
-                 "robust": False, "why": ("Exploratory: no verdict. " + note).strip()}
+                 "robust": False, "why": ("Exploratory: no verdict. " + note).strip(), "section": self.section}
         self.claims.append(entry)
         return Claim(entry)
 
@@ -427,6 +429,7 @@ class Ledger:
             "device": self.device,
             "runtime_s": round(time.perf_counter() - self.started, 2),
             "counts": self.counts(),
+            "section_seconds": self.section_seconds,
             "claims": self.claims,
         }
 

@@ -107,14 +107,17 @@ def check_relations(paper: str, values: dict) -> None:
 
 
 def check_value(name: str, value, spec: dict):
-    """Check one value against its schema entry; return it (ints accepted as floats)."""
+    """Check one value against its schema entry; return it (ints accepted as floats). ``None`` passes
+    where the entry says ``nullable: true`` (``sections``: null runs every section)."""
+    if value is None and spec.get("nullable"):
+        return None
     type_name = spec["type"]
     if type_name.startswith("list[") and type_name.endswith("]"):
         if not isinstance(value, (list, tuple)):
             raise ParameterError(f"parameter {name!r} must be a list of {type_name[5:-1]}, got {value!r}")
         if len(value) == 0 and not spec.get("allow_empty", False):
             raise ParameterError(f"parameter {name!r} must not be an empty list")
-        item_spec = dict(spec, type=type_name[5:-1])
+        item_spec = dict(spec, type=type_name[5:-1], nullable=False)  # a list may be null, its items not
         checked = [check_value(f"{name}[{i}]", item, item_spec) for i, item in enumerate(value)]
         if spec.get("unique") and len(set(checked)) != len(checked):
             raise ParameterError(f"parameter {name!r} must not repeat values, got {value!r}")
