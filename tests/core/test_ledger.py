@@ -43,10 +43,21 @@ def test_bad_checks_raise():
     (float("nan"), True, True, "inconclusive"),
     (None, True, True, "inconclusive"),
     (0.5, True, False, "inconclusive"),
+    # an unmet assumption decides before the amount of data: too little data does not hide it
+    (0.5, False, False, "assumption not met"),
+    (1.5, False, False, "assumption not met"),
 ])
 def test_verdicts(measured, assumption, enough, expected):
     verdict, _ = L.compute_verdict(measured, 1.0, L.at_most(), assumption, enough)
     assert verdict == expected
+
+
+def test_an_unmet_assumption_is_reported_even_where_the_data_are_too_few():
+    ledger = make_ledger()
+    entry = ledger.record("x", "Thm 1", "bound", kind="bound", measured=1.5, predicted=1.0, check=L.at_most(),
+                          assumption=(False, "width too small"), enough_data=(False, "one seed"))
+    assert entry["verdict"] == "assumption not met" and entry["prediction_holds"] is False
+    assert "width too small" in entry["why"]
 
 
 def test_assumption_not_met_still_reports_prediction():

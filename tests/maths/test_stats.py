@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from paperlib.maths.stats import rank_correlation
+from paperlib.maths.stats import fitted_rate, rank_correlation
 
 
 def test_one_adjacent_swap_of_five_is_exactly_nine_tenths():
@@ -35,3 +35,14 @@ def test_ties_follow_scipy():
 def test_rejects_mismatched_lengths():
     with pytest.raises(ValueError, match="same length"):
         rank_correlation([1, 2, 3], [1, 2])
+
+
+def test_fitted_rate_reads_the_geometric_tail_after_a_transient():
+    """A fast transient (factor 0.5 a step) for the first 100 steps, then a geometric tail at 0.97: the fit over the
+    second half of the run sees the tail only. Both parts are exact powers, so the fitted log-slope is exact up to
+    the rounding of about 200 logarithms and one least-squares fit (of order 1e-13 relative, far inside 1e-9)."""
+    steps = np.arange(400)
+    values = np.where(steps < 100, 0.5 ** steps, 0.5 ** 100 * 0.97 ** (steps - 100))
+    assert fitted_rate(values, steps) == pytest.approx(0.97, rel=1e-9)
+    # the same curve read from its first half would be dominated by the transient
+    assert fitted_rate(values[:200], steps[:200], start_fraction=0.0) < 0.9

@@ -476,7 +476,7 @@ def symmetry(P, device) -> SimpleNamespace:
                 P.sym_weight_decay, P.sym_steps, P.sym_lr, device)
     net = out.net = df.select(fit.layers, 0)
     pred = df.forward(net, X_st)
-    out.test_r2 = float(1 - ((pred - Y_st) ** 2).sum() / ((Y_st - Y_st.mean(0)) ** 2).sum())
+    out.test_r2 = rc.r_squared(pred, Y_st)
     out.svs = df.singular_values(net)
     out.middle = list(range(P.sym_depth // 3, 2 * P.sym_depth // 3 + 1))
     out.mid_gaps = [float(out.svs[layer][1] / out.svs[layer][2]) for layer in out.middle]

@@ -447,6 +447,13 @@ def symmetry_task(num: int, dim: int, steps: int, lr: float, symmetry_breaking: 
     return SymmetryTask(v0, symmetry_cost(paths[:, 1:], w, E), paths, w, E)
 
 
+def r_squared(prediction: torch.Tensor, target: torch.Tensor) -> float:
+    """The coefficient of determination of a prediction of several outputs, pooled over them: one minus the
+    summed squared error over the summed squared deviation of each output from its own mean (a predictor of
+    the per-output means scores 0; scikit-learn's ``r2_score`` with ``multioutput="variance_weighted"``)."""
+    return float(1 - ((prediction - target) ** 2).sum() / ((target - target.mean(0)) ** 2).sum())
+
+
 def knn_r2(source: torch.Tensor, target: torch.Tensor, neighbours: int = 5) -> np.ndarray:
     """R^2 of predicting each column of ``target`` from ``source`` by leave-one-out k-nearest-neighbour
     regression (both z-scored): near 1 when target is a function of source."""

@@ -647,3 +647,15 @@ def test_prop9_leaves_out_a_jacobian_that_is_zero_only_to_rounding():
     kept = [(net[0][0], net[0][1]), (torch.tensor([[1.0, 1.0, 1.0]], dtype=torch.float64), net[1][1])]  # Jf = 0.6
     assert not torch.isnan(rc.prop9_ratio(kept, X)).any()
     assert not any(torch.isnan(ratio).any() for ratio in rc.prop9_operator_ratios(kept, X).values())
+
+
+def test_r_squared_centres_each_output_by_its_own_mean():
+    """Outputs with very different means: centring by the mean of every entry would count each output's offset
+    as explained variance. Against scikit-learn's variance-weighted R², to the rounding of sums of 200 squares."""
+    from sklearn.metrics import r2_score
+    gen = torch.Generator().manual_seed(0)
+    target = torch.randn(50, 4, generator=gen, dtype=torch.float64) + torch.tensor([0.0, 10.0, -5.0, 3.0], dtype=torch.float64)
+    prediction = target + 0.3 * torch.randn(50, 4, generator=gen, dtype=torch.float64)
+    expected = r2_score(target.numpy(), prediction.numpy(), multioutput="variance_weighted")
+    assert rc.r_squared(prediction, target) == pytest.approx(expected, abs=rounding(1.0, terms=200))
+    assert rc.r_squared(target.mean(0).expand_as(target), target) == pytest.approx(0.0, abs=rounding(1.0, terms=200))
