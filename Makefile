@@ -1,6 +1,8 @@
-# Two commands: `make book` (install, execute every chapter at the default
-# preset, render the HTML book) and `make test` (install, unit tests, smoke runs
-# with their claims asserted, nbval regression, book build at smoke).
+# `make book` (install, execute every chapter at the default preset, render the HTML book), and the two
+# tiers of tests: `make test` (per change: unit tests, every chapter once at smoke with its verdicts and
+# checked numbers compared with the reference, the smoke book in a browser) and `make check` (the rest:
+# seeds 1 and 2, controls, thread counts, instruction sets, reach, Jupyter server, sweeps). `make unit`: the
+# unit tests alone. CHAPTER=NAME: one chapter's runs and the unit tests only.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,7 +10,8 @@ JB := $(VENV)/bin/jupyter-book
 INSTALLED := $(VENV)/.installed
 MATHJAX := .mathjax/mathjax/tex-mml-chtml.js
 export PYTHONHASHSEED := 0
-# threads per pytest worker in `make test`: 1, or what OMP_NUM_THREADS says (`OMP_NUM_THREADS=2 make test`)
+# threads per pytest worker in the tests: 1, or what OMP_NUM_THREADS says (`OMP_NUM_THREADS=2 make unit`); every
+# chapter run has the thread count of its own spec (1, or 2 for the 2-thread runs of `make check`)
 TEST_THREADS := $(or $(OMP_NUM_THREADS),1)
 # seeds of the published book: every chapter runs for each seed (the sweep, on a local Dask
 # cluster) and shows each claim's verdict across them; seed 0 is the narrative.
@@ -17,14 +20,20 @@ BOOK_SEEDS ?= 0-2
 # pytest workers: as many as the cores hold at TEST_THREADS threads each (oversubscribed
 # torch processes slow each other down many times over)
 TEST_WORKERS := $(shell $(PYTHON) -c "import os; print(max(1, len(os.sched_getaffinity(0)) // $(TEST_THREADS)))")
+CHAPTER ?=
+# each run is its own xdist group, scheduled longest first in the order tests/conftest.py gives
+PYTEST := env OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+	--durations=15 --ignore=tests/browser $(if $(CHAPTER),--chapter $(CHAPTER))
+UNIT := -m "not notebook and not check"
+TIMED := bash .ci/timed
 
-.PHONY: book test install clean reference benchmark lab
+.PHONY: book test check unit install clean reference benchmark lab
 
 install: $(INSTALLED) $(MATHJAX)
 
 $(INSTALLED): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -r requirements.txt
+	$(TIMED) "install the requirements" $(VENV)/bin/pip install -q -r requirements.txt
 	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
@@ -36,16 +45,25 @@ book: install
 	$(JB) build -W -n --keep-going .
 	@echo "Open _build/html/index.html"
 
+unit: install
+	$(TIMED) "unit tests" $(PYTEST) -q $(UNIT) tests
+
 test: install
-	$(PY) -m paperlib nbval-prepare --out _build/nbval
-	# --durations: the slowest tests in CI's log, where its 90 minutes go
-	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=40 --nbval-lax --ignore=tests/browser tests _build/nbval
-	# the unit tests again at 2 threads: another BLAS kernel must not change an outcome
-	OMP_NUM_THREADS=2 $(PY) -m pytest -q -m "not notebook" --ignore=tests/browser tests
-	$(JB) build -W -n --keep-going --path-output _build/test-book .
+	$(TIMED) "unit tests and every chapter at smoke, seed 0" $(PYTEST) -m "not check" tests
+ifeq ($(CHAPTER),)
+	$(TIMED) "the smoke book from those runs" sh -c '$(PY) -m paperlib book --preset smoke --threads-per-worker 1 \
+		&& $(JB) build -W -n --keep-going --path-output _build/test-book .'
 	# the smoke book in Debian's Chromium: console errors, maths, images, links, overflow, search,
 	# downloads; screenshots of every page go to _build/screenshots/
-	$(PY) -m pytest -q -p no:xdist tests/browser --book-html _build/test-book/_build/html
+	$(TIMED) "the smoke book in a browser" $(PY) -m pytest -q -p no:xdist tests/browser --book-html _build/test-book/_build/html
+else
+	@echo "CHAPTER=$(CHAPTER): the smoke book and its browser tests need every chapter, so they did not run"
+endif
+
+check: install
+	$(TIMED) "seeds 1 and 2, controls, threads, instruction sets, reach, Jupyter, sweeps" $(PYTEST) -m check tests
+	# the unit tests again at 2 threads: another BLAS kernel must not change an outcome
+	$(TIMED) "unit tests at 2 threads" env OMP_NUM_THREADS=2 $(PY) -m pytest -q $(UNIT) --ignore=tests/browser tests
 
 reference: install
 	OMP_NUM_THREADS=1 $(PY) -m paperlib reference

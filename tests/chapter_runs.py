@@ -1,22 +1,64 @@
-"""Running a chapter at the smoke preset from a test, and reading its ledger."""
+"""Chapter runs for the tests, from the run store (`paperlib.core.store`): each distinct run executes once
+per session, whichever test and pytest worker asks first, and every other test reads it.
 
+A test that needs a run is parametrized with :func:`run_param`: it is put in the run's own xdist group (so
+that the tests reading one run go to one worker, which executes it while the other workers go on) and
+carries the run's expected seconds, from which `conftest.py` orders the session longest first."""
+
+import functools
 import json
-import subprocess
-import sys
-from pathlib import Path
+
+import pytest
 
 from paperlib.core import ledger as ledger_module
 from paperlib.core import params as P
+from paperlib.core import sections, store
+
+#: seconds a run costs beyond its sections: the process, papermill, the kernel and the imports (measured on
+#: a 2-core machine: 41 s of wall time for a chapter whose sections took 27 s)
+START_UP_S = 13.0
 
 
-def run_smoke(paper: str, out_dir: Path, parameters: dict | None = None) -> dict:
-    """Execute ``paper`` at smoke with ``parameters`` (values as YAML) and return its ledger."""
-    overrides = [arg for name, value in (parameters or {}).items()
-                 for arg in ("-p", name, json.dumps(value))]  # JSON is YAML, and `-p` values are read as YAML
-    result = subprocess.run([sys.executable, "-m", "paperlib", "run", paper, "--preset", "smoke", "--out", str(out_dir),
-                             *overrides], cwd=P.REPO_ROOT, capture_output=True, text=True, timeout=3600)  # a hang guard only
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads((out_dir / f"{paper}.json").read_text())
+@functools.cache
+def reference_ledger(paper: str) -> dict:
+    """The committed smoke run, seed 0, one thread: ``tests/references/<paper>.json``."""
+    return json.loads((P.REFERENCE_DIR / f"{paper}.json").read_text())
+
+
+def smoke_run(paper: str, seed: int = 0, parameters: dict | None = None, threads: int = 1,
+              isa: str = "") -> store.StoredRun:
+    """The stored smoke run (executed now if the store has no current one); a failed run fails the test
+    with its log. Asked again in the same worker, the same run is returned without checking its stamp again
+    (which reads every module the chapter imports)."""
+    try:
+        return _stored(paper, seed, json.dumps(parameters or {}, sort_keys=True), threads, isa)
+    except store.RunFailed as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@functools.cache
+def _stored(paper: str, seed: int, parameters: str, threads: int, isa: str) -> store.StoredRun:
+    return store.run(paper, "smoke", seed, json.loads(parameters), threads=threads, isa=isa)
+
+
+def expected_seconds(paper: str, only: list[str] | None = None) -> float:
+    """What a smoke run of ``paper`` should take, from the reference's time per section: every section, or
+    ``only`` those and what they need. An ordering hint, never asserted."""
+    times = reference_ledger(paper).get("section_seconds") or {}
+    chosen = sections.closure(paper, only) if only is not None else list(times)
+    return START_UP_S + sum(times.get(name, 0.0) for name in chosen) if times else START_UP_S + reference_ledger(paper)["runtime_s"]
+
+
+def run_param(*values, group: str, seconds: float, id: str):
+    """A parametrization of a test that reads the run ``group`` names (see the module docstring)."""
+    return pytest.param(*values, id=id, marks=[pytest.mark.notebook, pytest.mark.xdist_group(group),
+                                               pytest.mark.run_seconds(seconds)])
+
+
+def control_sections(paper: str, control: dict) -> list[str] | None:
+    """The sections a control must run: those that record its flips and held claims in the reference (their
+    needs are added by the chapter); None when the chapter declares no sections."""
+    return sections.for_claims(paper, [*control["flips"], *control.get("held", {})], reference_ledger(paper))
 
 
 def failed_robust_claims(ledger: dict) -> list:
@@ -24,12 +66,21 @@ def failed_robust_claims(ledger: dict) -> list:
     return [(c["id"], c["verdict"], c["why"]) for c in ledger_module.robust_failures(ledger["claims"])]
 
 
+def failing_consistency_checks(ledger: dict) -> list:
+    return [(c["id"], c["verdict"], c["why"]) for c in ledger["claims"]
+            if c["kind"] == "consistency" and c["verdict"] != "reproduced"]
+
+
+def verdicts(ledger: dict) -> dict:
+    return {claim["id"]: claim["verdict"] for claim in ledger["claims"]}
+
+
 def controls(paper: str) -> list[dict]:
     from paperlib.core import controls as controls_module
     return controls_module.load(paper)
 
 
-def checked_outputs(notebook_file: str | Path) -> list[str]:
+def checked_outputs(notebook_file) -> list[str]:
     """The stored text outputs of the cells marked `# NBVAL_CHECK_OUTPUT`."""
     import nbformat
     notebook = nbformat.read(notebook_file, as_version=4)
@@ -39,3 +90,14 @@ def checked_outputs(notebook_file: str | Path) -> list[str]:
             texts.append("".join(o.get("text", "") or str(o.get("data", {}).get("text/plain", ""))
                                  for o in cell.get("outputs", [])))
     return texts
+
+
+def assert_reference_results(run: store.StoredRun) -> None:
+    """The run's verdicts and checked numbers equal the committed reference's: a claim turning
+    "reproduced" is as much a moved result as the reverse, and a claim added or gone is too."""
+    import difflib
+    paper = run.spec.paper
+    assert verdicts(run.ledger()) == verdicts(reference_ledger(paper))
+    ours, theirs = checked_outputs(run.notebook), checked_outputs(P.REFERENCE_DIR / f"{paper}.ipynb")
+    assert ours == theirs, "checked outputs moved:\n" + "\n".join(difflib.unified_diff(
+        "".join(theirs).splitlines(), "".join(ours).splitlines(), "reference", "this run", lineterm=""))

@@ -6,13 +6,14 @@ import html
 import json
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from paperlib.core import params as P
 from paperlib.core import published
 from paperlib.core.ledger import (BOUND, CONSISTENCY, PREDICTION, claim_anchor, headline,
-                                  verdict_word)
-from paperlib.core.runner import load_ledgers, notebook_path, run_cached
+                                  validate_ledger, verdict_word)
+from paperlib.core.runner import notebook_path
 
 BOOK_DIR = P.REPO_ROOT / "book"
 CHAPTER_DIR = BOOK_DIR / "chapters"
@@ -20,48 +21,49 @@ GENERATED_DIR = BOOK_DIR / "generated"
 REFERENCE_DIR = P.REFERENCE_DIR
 
 
-def build_chapters(preset: str, run_dir: str | Path, papers: list[str] | None = None,
-                   seeds: list[int] | None = None, workers: int | None = None,
-                   threads: int | None = None) -> list[dict]:
-    """Execute (or reuse) every chapter at ``preset``, copy the executed notebooks into
-    ``book/chapters/`` and write the claims status table.  Returns the seed-0 ledgers.
+def build_chapters(preset: str, run_dir: str | Path | None = None, papers: list[str] | None = None,
+                   seeds: list[int] | None = None, workers: int | None = None, threads: int | None = None,
+                   chapter_dir: Path = CHAPTER_DIR, generated_dir: Path = GENERATED_DIR) -> list[dict]:
+    """Execute (or take from the run store, :mod:`paperlib.core.store`) every chapter at ``preset``, copy the
+    executed notebooks into ``chapter_dir`` and write the claims status table into ``generated_dir``.
+    Returns the seed-0 ledgers.
 
-    With ``seeds`` (which must include 0), every chapter runs once per seed through
-    :mod:`paperlib.core.sweep` on a local Dask cluster (cached by content stamp); the seed-0 run
-    is the chapter's narrative, and an "Across seeds" table with each claim's aggregate
+    Every chapter runs once per seed of ``seeds`` (default: seed 0 alone; it must include 0) on a local Dask
+    cluster (:mod:`paperlib.core.sweep`); a run whose result is in the store is not executed again. The seed-0
+    run is the chapter's narrative; with several seeds, an "Across seeds" table with each claim's aggregate
     verdict is added to its Verdicts section and to the claims page."""
-    run_dir = Path(run_dir)
-    CHAPTER_DIR.mkdir(parents=True, exist_ok=True)
-    papers = papers or P.available_papers()
-    if not seeds or seeds == [0]:
-        for paper in papers:
-            notebook, _, reused = run_cached(paper, preset, run_dir)
-            print(f"{paper}: {'reused cached run' if reused else 'executed'} at preset {preset!r}", flush=True)
-            shutil.copy(notebook, CHAPTER_DIR / f"{paper}.ipynb")
-        ledgers = load_ledgers(run_dir)
-        full = published_full(ledgers, preset)
-        add_full_tables(ledgers, full)
-        write_claims_table(ledgers, full=full)
-        return ledgers
+    from paperlib.core import store
+    from paperlib.core import sweep as S
+    run_dir = Path(run_dir) if run_dir is not None else store.preset_dir(preset)
+    seeds, papers = seeds or [0], papers or P.available_papers()
     if 0 not in seeds:
         raise P.ParameterError("--seeds must include seed 0, the run each chapter's narrative shows")
-    from paperlib.core import sweep as S
-    runs = [spec for paper in longest_first(papers, run_dir / "seeds") for spec in S.plan(paper, preset, seeds)]
-    reports = S.sweep(runs, run_dir / "seeds", workers=workers, threads=threads)
+    workers, threads = S.cluster_shape(len(papers) * len(seeds), workers=workers, threads=threads)
+    runs = [replace(spec, threads=threads) for paper in longest_first(papers, run_dir)
+            for spec in S.plan(paper, preset, seeds)]
+    reports = S.sweep(runs, run_dir, workers=workers)
     failed = [r for r in reports if r["status"] in ("failed", "timeout")]
     if failed:
         raise RuntimeError("runs failed: " + "; ".join(f"{r['name']} ({r['status']}, log {r['log']})" for r in failed))
-    aggregates = {}
+    for report in reports:
+        print(f"{report['paper']} seed {report['seed']}: "
+              f"{'reused the stored run' if report['status'] == 'skipped' else 'executed'} at preset {preset!r}",
+              flush=True)
+    chapter_dir.mkdir(parents=True, exist_ok=True)
+    aggregates, ledgers = {}, []
     for paper in papers:
-        mine = [r for r in reports if r["paper"] == paper]
-        aggregates[paper] = S.aggregate(paper, preset, run_dir / "seeds", mine)["points"][0]
-        narrative = run_dir / "seeds" / S.RunSpec(paper, preset, 0).name
-        add_seed_table(narrative / f"{paper}.ipynb", aggregates[paper], CHAPTER_DIR / f"{paper}.ipynb")
-        shutil.copy(narrative / f"{paper}.json", run_dir / f"{paper}.json")
-    ledgers = load_ledgers(run_dir)
+        narrative = run_dir / S.RunSpec(paper, preset, 0, threads=threads).name
+        target = chapter_dir / f"{paper}.ipynb"
+        if len(seeds) > 1:
+            mine = [r for r in reports if r["paper"] == paper]
+            aggregates[paper] = S.aggregate(paper, preset, run_dir, mine)["points"][0]
+            add_seed_table(narrative / f"{paper}.ipynb", aggregates[paper], target)
+        else:
+            shutil.copy(narrative / f"{paper}.ipynb", target)
+        ledgers.append(validate_ledger(json.loads((narrative / f"{paper}.json").read_text()), str(narrative)))
     full = published_full(ledgers, preset)
-    add_full_tables(ledgers, full)
-    write_claims_table(ledgers, aggregates, full=full)
+    add_full_tables(ledgers, full, chapter_dir)
+    write_claims_table(ledgers, aggregates, full=full, generated_dir=generated_dir)
     return ledgers
 
 
@@ -74,13 +76,13 @@ def published_full(ledgers: list[dict], preset: str) -> dict:
     return {paper: status for paper, status in found.items() if status is not None}
 
 
-def add_full_tables(ledgers: list[dict], full: dict) -> None:
+def add_full_tables(ledgers: list[dict], full: dict, chapter_dir: Path = CHAPTER_DIR) -> None:
     """Add to each chapter's Verdicts section the table of its published `full` run (``full``: paper ->
     result, from :func:`published_full`) beside this one."""
     for ledger in ledgers:
         status = full.get(ledger["paper"])
         if status is not None:
-            target = CHAPTER_DIR / f"{ledger['paper']}.ipynb"
+            target = chapter_dir / f"{ledger['paper']}.ipynb"
             insert_in_verdicts(target, published.full_table_markdown(ledger, status), target)
 
 
@@ -90,14 +92,14 @@ TYPICAL_DEFAULT_SECONDS = {"moderate-overparam": 398, "resnet-beyond-kernels": 3
                            "jacobian-lowrank": 286, "manifold-lsh": 128}  # the longest seed of the book at 9387188
 
 
-def longest_first(papers: list[str], seeds_dir: Path) -> list[str]:
-    """Chapters ordered by their longest recorded run time in ``seeds_dir``, longest first, so that
+def longest_first(papers: list[str], run_dir: Path) -> list[str]:
+    """Chapters ordered by their longest recorded run time in ``run_dir``, longest first, so that
     the workers finish together (a scheduling hint only). A chapter never run there counts with its
     typical time, and one without a typical time goes first. It mattered when one chapter was much
     longer than the others (75 s on two workers at cb9c68e); at today's times every order of the
     chapters ends within about 20 s of every other in a simulation of the 15 runs of the book."""
     def seconds(paper):
-        times = [json.loads(path.read_text()).get("runtime_s", 0.0) for path in seeds_dir.glob(f"*/{paper}.json")]
+        times = [json.loads(path.read_text()).get("runtime_s", 0.0) for path in run_dir.glob(f"*/{paper}.json")]
         return max(times, default=TYPICAL_DEFAULT_SECONDS.get(paper, math.inf))
     return sorted(papers, key=seconds, reverse=True)
 
@@ -253,9 +255,10 @@ def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None, 
     return head + "\n\n" + "\n\n".join(sections) + "\n\n" + table
 
 
-def write_claims_table(ledgers: list[dict], aggregates: dict | None = None, full: dict | None = None) -> Path:
-    GENERATED_DIR.mkdir(parents=True, exist_ok=True)
-    target = GENERATED_DIR / "claims_table.md"
+def write_claims_table(ledgers: list[dict], aggregates: dict | None = None, full: dict | None = None,
+                       generated_dir: Path = GENERATED_DIR) -> Path:
+    generated_dir.mkdir(parents=True, exist_ok=True)
+    target = generated_dir / "claims_table.md"
     target.write_text(claims_status_markdown(ledgers, aggregates, full) + "\n")
     return target
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -52,10 +53,10 @@ def cmd_sweep(args) -> int:
         raise P.ParameterError(f"--timeout must be positive, got {args.timeout}")
     out = Path(args.out or f"sweeps/{paper}-{args.preset}")
     workers, threads = S.cluster_shape(len(runs), workers=args.workers, threads=args.threads_per_worker)
+    runs = [replace(spec, threads=threads) for spec in runs]
     print(f"{len(runs)} run(s) of {paper} at {args.preset} in {out}: "
           f"{'scheduler ' + args.scheduler if args.scheduler else f'{workers} worker(s)'} x {threads} thread(s)")
-    reports = S.sweep(runs, out, workers=workers, threads=threads, scheduler=args.scheduler,
-                      timeout_s=args.timeout)
+    reports = S.sweep(runs, out, workers=workers, scheduler=args.scheduler, timeout_s=args.timeout)
     result = S.aggregate(paper, args.preset, out, reports)
     skipped = sum(r["status"] == "skipped" for r in reports)
     print(f"{len(reports) - len(result['failed'])} run(s) finished ({skipped} reused), "
@@ -106,17 +107,19 @@ def cmd_compare(args) -> int:
 
 
 def cmd_reference(args) -> int:
-    import os
+    import shutil
+    from paperlib.core import store
     from paperlib.core.book import REFERENCE_DIR
-    from paperlib.core.runner import run_notebook
-    # references are made at one thread, whatever the shell says: tests/notebooks/test_threads.py compares a
-    # two-thread run with them, and a reference made at two threads would make that test compare nothing
-    os.environ["OMP_NUM_THREADS"] = "1"
     for paper in args.notebooks or P.available_papers():
-        # the ledger stays beside the notebook: tests compare every verdict with it
-        notebook, ledger = run_notebook(paper, "smoke", {}, REFERENCE_DIR)
-        strip_images(notebook)  # nbval never compares images; keep the committed reference small
-        print(f"regenerated {notebook} and {ledger}")
+        # the smoke run at seed 0 and one thread that `make test` compares with the reference, taken from the
+        # run store (executed now if the store has no current one); the ledger stays beside the notebook
+        run = store.run(paper, "smoke", 0, threads=1, isa=args.isa)
+        notebook, ledger = REFERENCE_DIR / f"{paper}.ipynb", REFERENCE_DIR / f"{paper}.json"
+        shutil.copy(run.ledger_file, ledger)
+        shutil.copy(run.notebook, notebook)
+        strip_images(notebook)  # images are never compared; keep the committed reference small
+        print(f"regenerated {notebook} and {ledger} from {run.folder} "
+              f"({'executed now' if run.executed else 'reused from the run store'})")
     return 0
 
 
@@ -190,8 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--threads-per-worker", type=int, default=None, help="threads of each run with --seeds")
     book.set_defaults(func=cmd_book)
 
-    ref = sub.add_parser("reference", help="regenerate the committed smoke references for nbval")
+    ref = sub.add_parser("reference", help="regenerate the committed smoke references (seed 0, one thread)")
     ref.add_argument("notebooks", nargs="*")
+    ref.add_argument("--isa", default="", choices=["", "avx2"],
+                     help="avx2: on a CPU with AVX-512, compute as a CPU without it would (the committed references)")
     ref.set_defaults(func=cmd_reference)
 
     publish = sub.add_parser("publish-full", help="commit-ready copy of a finished full run on a GPU into results/full/")
@@ -234,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as error:  # execution failures: say so, exit 1
         from paperlib.core.runner import ExecutionFailed
-        if isinstance(error, ExecutionFailed):
+        from paperlib.core.store import RunFailed
+        if isinstance(error, (ExecutionFailed, RunFailed)):
             print(f"error: {error}", file=sys.stderr)
             return 1
         raise

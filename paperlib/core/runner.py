@@ -1,4 +1,4 @@
-"""Running a text notebook with papermill, and the book's cached chapter runs."""
+"""Running a text notebook with papermill, and the content stamp of a chapter's results."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from paperlib.core import params as P
-from paperlib.core.ledger import claims_file, validate_ledger
+from paperlib.core.ledger import claims_file
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
@@ -179,26 +179,3 @@ def _module_file(module: str) -> Path | None:
     if module != "paperlib":
         candidates.append((PACKAGE_DIR / relative).with_suffix(".py"))
     return next((path for path in candidates if path.is_file()), None)
-
-
-def run_cached(paper: str, preset: str, out_dir: str | os.PathLike) -> tuple[Path, Path, bool]:
-    """Run a chapter unless an identical run (same :func:`content_stamp`) is on disk.
-    Returns (notebook, ledger, reused)."""
-    out_dir = Path(out_dir)
-    stamp_file = out_dir / f"{paper}.stamp"
-    notebook, ledger = out_dir / f"{paper}.ipynb", out_dir / f"{paper}.json"
-    stamp = content_stamp(paper, preset)
-    if notebook.exists() and ledger.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
-        return notebook, ledger, True
-    notebook, ledger = run_notebook(paper, preset, {}, out_dir)
-    stamp_file.write_text(stamp)
-    return notebook, ledger, False
-
-
-def load_ledgers(run_dir: str | os.PathLike) -> list[dict]:
-    ledgers = []
-    for paper in P.available_papers():
-        path = Path(run_dir) / f"{paper}.json"
-        if path.exists():
-            ledgers.append(validate_ledger(json.loads(path.read_text()), str(path)))
-    return ledgers

@@ -6,7 +6,9 @@ the next such cell; the cells before the first section (imports, the chapter's o
 the cell that calls ``chapter.verdicts()`` on (the Verdicts and the provenance) always run.
 
 The chapter's schema declares its sections, in order, as the ``choices`` of its ``sections`` parameter,
-and what each one uses from earlier ones as ``needs`` (section -> sections it reads results from)::
+and what each one uses from earlier ones as ``needs`` (section -> sections it reads results from), and as
+``state_needs`` what it uses through the attributes of an object that an earlier section's method call set
+(resnet-beyond-kernels' ``Study``), which its names do not show::
 
     sections: {type: "list[str]", nullable: true, unique: true, choices: [linear, sweep, summary],
                needs: {summary: [linear, sweep]}, help: ...}
@@ -41,9 +43,12 @@ def declared(paper: str) -> list[str]:
     return list(entry["choices"]) if entry else []
 
 
-def needs(paper: str) -> dict[str, list[str]]:
+def needs(paper: str, state: bool = True) -> dict[str, list[str]]:
+    """Section -> the earlier sections it uses: through the names it reads (``needs``) and, unless ``state`` is
+    False, through an object's attributes that an earlier section's method call set (``state_needs``)."""
     entry = spec(paper) or {}
-    return {name: list(entry.get("needs", {}).get(name, [])) for name in entry.get("choices", [])}
+    keys = ("needs", "state_needs") if state else ("needs",)
+    return {name: [n for key in keys for n in entry.get(key, {}).get(name, [])] for name in entry.get("choices", [])}
 
 
 def closure(paper: str, requested) -> list[str]:
@@ -194,6 +199,60 @@ def inferred_needs(code_cells: list[str]) -> dict[str, set[str]]:
         if name is not None:
             found[name] = {defined_by[n] for n in uses}
         defined_by.update(dict.fromkeys(own, name))
+    return found
+
+
+def _attribute_flows(module_source: str) -> dict[str, tuple[set, set]]:
+    """Method name -> (attributes of ``self`` it sets, those it reads), through the methods it calls on ``self``,
+    for every class of ``module_source`` (``__init__`` left out: construction sets them before any section)."""
+    direct: dict[str, tuple[set, set, set]] = {}
+    for cls in (n for n in ast.walk(ast.parse(module_source)) if isinstance(n, ast.ClassDef)):
+        methods = {f.name for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for f in (f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name != "__init__"):
+            sets, reads, calls = set(), set(), set()
+            for node in ast.walk(f):
+                target = node.value if isinstance(node, ast.Subscript) else node
+                if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+                    continue
+                if isinstance(node.ctx, ast.Store):
+                    sets.add(target.attr)
+                elif target.attr in methods:
+                    calls.add(target.attr)
+                else:
+                    reads.add(target.attr)
+            direct[f.name] = (sets, reads, calls)
+
+    def flows(name, seen):
+        if name in seen or name not in direct:
+            return set(), set()
+        seen.add(name)
+        sets, reads, calls = (set(x) for x in direct[name])
+        for call in calls:
+            more_sets, more_reads = flows(call, seen)
+            sets |= more_sets
+            reads |= more_reads
+        return sets, reads
+
+    return {name: flows(name, set()) for name in direct}
+
+
+def inferred_state_needs(code_cells: list[str], module_source: str) -> dict[str, set[str]]:
+    """For each section, the earlier sections whose method calls set an attribute that this section's method
+    calls read (on objects of the classes of ``module_source``, matched by method name)."""
+    flows = _attribute_flows(module_source)
+    set_by: dict[str, str] = {}
+    found: dict[str, set[str]] = {}
+    for name, cells in split(code_cells):
+        reads, sets = set(), set()
+        for source in cells:
+            tree = _parse(source)
+            for node in ast.walk(tree) if tree is not None else []:
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in flows:
+                    sets |= flows[node.func.attr][0]
+                    reads |= flows[node.func.attr][1]
+        if name is not None:
+            found[name] = {set_by[a] for a in reads if set_by.get(a) not in (None, name)}
+        set_by.update(dict.fromkeys(sets, name))
     return found
 
 

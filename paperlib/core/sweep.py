@@ -36,13 +36,27 @@ RUN_TIMEOUT_S = 3600.0
 SUMMARY_CONFIDENCE = 0.95
 
 
+#: another instruction set on this CPU: PyTorch's own kernels, MKL's and oneDNN's restricted to AVX2 (``isa``)
+INSTRUCTION_SETS = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
+
+
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a sweep: a chapter at a preset, a seed and the grid point's parameters."""
+    """One run: a chapter at a preset, a seed and the grid point's parameters, at a number of CPU threads
+    and, with ``isa``, restricted to another instruction set (:data:`INSTRUCTION_SETS`). Every field is part
+    of what the run is: two specs that differ in any of them are two runs."""
     paper: str
     preset: str
     seed: int
     parameters: tuple = field(default=())  # ((name, value), ...) in a fixed order: hashable
+    threads: int = 1
+    isa: str = ""
+
+    def __post_init__(self):
+        if self.isa and self.isa not in INSTRUCTION_SETS:
+            raise P.ParameterError(f"isa must be one of {sorted(INSTRUCTION_SETS)}, got {self.isa!r}")
+        if self.threads < 1:
+            raise P.ParameterError(f"threads must be at least 1, got {self.threads}")
 
     @property
     def overrides(self) -> dict:
@@ -53,14 +67,24 @@ class RunSpec:
         return dict(self.parameters)
 
     @property
+    def environment(self) -> dict:
+        """The variables the run's process gets: its thread count, and its instruction set (unset: the CPU's)."""
+        env = {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads), "PYTHONHASHSEED": "0"}
+        if self.threads > 1:
+            # threads that spin while they wait burn the core another run needs; the policy decides how
+            # threads idle, not how sums are split, so the results are those of busy-waiting threads
+            env["OMP_WAIT_POLICY"] = "PASSIVE"
+        return dict(env, **INSTRUCTION_SETS.get(self.isa, {}))
+
+    @property
     def name(self) -> str:
-        """The run's folder name, readable and unique: ``seed=3,width=64``."""
+        """The run's folder name, readable and unique: ``seed=3,width=64``, ``seed=0,threads=2``."""
         parts = [f"seed={self.seed}"] + [f"{k}={_slug(v)}" for k, v in self.parameters]
         text = ",".join(parts)
         if len(text) > 120:  # long list values: keep the name short and unique
             digest = hashlib.sha256(json.dumps(self.parameters, default=str).encode()).hexdigest()[:12]
             text = f"seed={self.seed},grid={digest}"
-        return text
+        return text + (f",threads={self.threads}" if self.threads != 1 else "") + (f",isa={self.isa}" if self.isa else "")
 
 
 def _slug(value) -> str:
@@ -86,7 +110,7 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def plan(paper: str, preset: str, seeds: list[int], fixed: dict | None = None,
-         grid: dict[str, list] | None = None) -> list[RunSpec]:
+         grid: dict[str, list] | None = None, threads: int = 1) -> list[RunSpec]:
     """Every (grid point, seed) run, each validated as ``paperlib run`` would before anything
     is submitted: a bad value raises :class:`ParameterError` naming the parameter."""
     from paperlib.core.runner import paper_name, planned_parameters
@@ -106,18 +130,19 @@ def plan(paper: str, preset: str, seeds: list[int], fixed: dict | None = None,
     for values in itertools.product(*(grid[name] for name in names)):
         point = tuple(sorted(fixed.items())) + tuple(zip(names, values))
         for seed in seeds:
-            spec = RunSpec(paper, preset, seed, tuple(sorted(point)))
+            spec = RunSpec(paper, preset, seed, tuple(sorted(point)), threads=threads)
             planned_parameters(paper, preset, spec.overrides)  # raises with the parameter's name
             runs.append(spec)
     return runs
 
 
 def run_stamp(spec: RunSpec) -> str:
-    """What a run's result depends on: the chapter's content stamp (notebook, presets,
-    library, requirements) and the run's own parameters."""
+    """What a run's result depends on: the chapter's content stamp (notebook, presets, library,
+    requirements) and the run itself (its parameters, threads and instruction set)."""
     from paperlib.core.runner import content_stamp
     digest = hashlib.sha256(content_stamp(spec.paper, spec.preset).encode())
     digest.update(json.dumps(spec.overrides, sort_keys=True, default=str).encode())
+    digest.update(json.dumps(spec.environment, sort_keys=True).encode())
     return digest.hexdigest()
 
 
@@ -127,36 +152,47 @@ def run_command(spec: RunSpec, out_dir: Path) -> list[str]:
             "--out", str(out_dir), *overrides]
 
 
-def execute(spec: RunSpec, sweep_dir: str, threads: int, stamp: str, timeout_s: float = RUN_TIMEOUT_S,
+#: set by a caller's shell, they would change what a run computes without being part of its spec
+_INHERITED = ("OMP_WAIT_POLICY", *{name for names in INSTRUCTION_SETS.values() for name in names})
+
+
+def execute(spec: RunSpec, sweep_dir: str, stamp: str, timeout_s: float = RUN_TIMEOUT_S,
             command=run_command) -> dict:
-    """Run one sweep point in a subprocess (on a Dask worker) and report what happened:
-    ``done``, ``skipped`` (an identical result exists), ``failed`` or ``timeout``."""
+    """Run one sweep point in a subprocess (on a Dask worker, or for a test) and report what happened:
+    ``done``, ``skipped`` (an identical result exists), ``failed`` or ``timeout``.
+
+    The run's folder is locked while it is checked and executed, so that processes asking for the same
+    run at once (the workers of a test session, a book build beside them) execute it once: the others
+    wait, then find it done."""
+    import fcntl
     folder = Path(sweep_dir) / spec.name
     folder.mkdir(parents=True, exist_ok=True)
     # named by the paper: the book's sweep runs every chapter of a seed in one folder
     stamp_file, ledger, log_file = (folder / f"{spec.paper}.{suffix}" for suffix in ("stamp", "json", "log"))
     report = {"paper": spec.paper, "name": spec.name, "seed": spec.seed, "parameters": spec.grid_point,
               "log": str(log_file)}
-    if ledger.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
-        return dict(report, status="skipped", seconds=0.0)
-    stamp_file.unlink(missing_ok=True)  # a stale stamp must not vouch for a result of another run
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PYTHONHASHSEED="0")
-    start = time.perf_counter()
-    with open(log_file, "w") as log:
-        process = subprocess.Popen(command(spec, folder), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   cwd=P.REPO_ROOT, start_new_session=True)
-        try:
-            returncode = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)  # the kernel papermill started dies with it
-            process.wait()
-            log.write(f"\nkilled after {timeout_s:.0f} s (the sweep's per-run timeout)\n")
-            return dict(report, status="timeout", seconds=time.perf_counter() - start)
-    seconds = time.perf_counter() - start
-    if returncode != 0 or not ledger.exists():
-        return dict(report, status="failed", seconds=seconds, returncode=returncode)
-    stamp_file.write_text(stamp)
-    return dict(report, status="done", seconds=seconds)
+    with open(folder / f"{spec.paper}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ledger.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
+            return dict(report, status="skipped", seconds=0.0)
+        stamp_file.unlink(missing_ok=True)  # a stale stamp must not vouch for a result of another run
+        env = {name: value for name, value in os.environ.items() if name not in _INHERITED} | spec.environment
+        start = time.perf_counter()
+        with open(log_file, "w") as log:
+            process = subprocess.Popen(command(spec, folder), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                       cwd=P.REPO_ROOT, start_new_session=True)
+            try:
+                returncode = process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, 9)  # the kernel papermill started dies with it
+                process.wait()
+                log.write(f"\nkilled after {timeout_s:.0f} s (the sweep's per-run timeout)\n")
+                return dict(report, status="timeout", seconds=time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        if returncode != 0 or not ledger.exists():
+            return dict(report, status="failed", seconds=seconds, returncode=returncode)
+        stamp_file.write_text(stamp)
+        return dict(report, status="done", seconds=seconds)
 
 
 def cluster_shape(runs: int, cores: int | None = None, workers: int | None = None,
@@ -175,16 +211,17 @@ def cluster_shape(runs: int, cores: int | None = None, workers: int | None = Non
 
 
 def sweep(runs: list[RunSpec], out_dir: str | os.PathLike, *, workers: int | None = None,
-          threads: int | None = None, scheduler: str | None = None, timeout_s: float = RUN_TIMEOUT_S,
+          scheduler: str | None = None, timeout_s: float = RUN_TIMEOUT_S,
           command=run_command, stamp=run_stamp, progress: bool = True) -> list[dict]:
-    """Execute ``runs`` on Dask and return one report per run (see :func:`execute`).
+    """Execute ``runs`` on Dask and return one report per run (see :func:`execute`), each with its own
+    thread count (``RunSpec.threads``; the local cluster runs as many at once as the cores hold).
     ``command`` and ``stamp`` give a run's command line and its result's stamp (tests replace them)."""
     from distributed import Client, LocalCluster, as_completed
     from tqdm.auto import tqdm
 
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    workers, threads = cluster_shape(len(runs), workers=workers, threads=threads)
+    workers, _ = cluster_shape(len(runs), workers=workers, threads=max((spec.threads for spec in runs), default=1))
     if scheduler:
         client, cluster = Client(scheduler), None
     else:
@@ -194,7 +231,7 @@ def sweep(runs: list[RunSpec], out_dir: str | os.PathLike, *, workers: int | Non
         client = Client(cluster)
     reports = []
     try:
-        futures = {client.submit(execute, spec, str(out_dir), threads, stamp(spec), timeout_s, command,
+        futures = {client.submit(execute, spec, str(out_dir), stamp(spec), timeout_s, command,
                                  pure=False): spec for spec in runs}
         bar = tqdm(total=len(runs), unit="run", disable=not progress, file=sys.stderr)
         for future in as_completed(futures):

@@ -126,6 +126,8 @@ SCHEMA = '''# Parameters of notebooks/{slug}.md: type, constraints and meaning.
 preset: {{type: str, choices: [smoke, default, full], help: "named preset (smoke, default, full)"}}
 seed: {{type: int, min: 0, help: "base seed; every experiment derives its own from it"}}
 device: {{type: str, choices: [auto, cpu, cuda], help: "torch device"}}
+sections: {{type: "list[str]", nullable: true, unique: true, choices: [gd, summary], needs: {{summary: [gd]}},
+           help: "run only these sections and those they use (null: every section)"}}
 num_samples: {{type: int, min: 2, help: "rows n of the design"}}
 input_dim: {{type: int, min: 1, help: "columns d of the design (d <= n)"}}
 step_fraction: {{type: float, exclusive_min: 0.0, help: "the step eta as a fraction of 2 / lambda_max; above 1 is the control"}}
@@ -136,6 +138,7 @@ rate_rtol: {{type: float, exclusive_min: 0.0, help: "accepted relative error of 
 PRESET = '''preset: {preset}
 seed: 0
 device: auto
+sections: null
 num_samples: 200
 input_dim: 2
 step_fraction: 0.5
@@ -203,6 +206,7 @@ contraction claim must fail (`presets/{slug}/controls.yaml`).
 preset = 'default'
 seed = None
 device = None
+sections = None
 num_samples = None
 input_dim = None
 step_fraction = None
@@ -250,6 +254,7 @@ print(f"eta = {{lr:.3g}}; predicted rate {{predicted_rate:.4f}}, measured {{meas
 ## 2. Prediction against measurement
 
 ```{{code-cell}} ipython3
+timed("summary")
 fig, ax = plt.subplots(figsize=(5, 3.5))
 ax.semilogy(norms, label="measured residual (column space)")
 ax.semilogy(norms[0] * predicted_rate ** np.arange(P.steps + 1), "--", label="predicted rate")
@@ -257,14 +262,6 @@ ax.set_xlabel("step t")
 ax.set_ylabel("residual norm")
 ax.legend()
 plt.show()
-```
-
-## Verdicts
-
-The paragraph below is generated from the ledger.
-
-```{{code-cell}} ipython3
-chapter.verdicts()
 ```
 
 The regression check below prints each verdict and a few key numbers, rounded;
@@ -275,6 +272,14 @@ CI compares it with the committed smoke reference.
 
 # NBVAL_CHECK_OUTPUT
 chapter.regression_check(f"predicted rate {{predicted_rate:.4f}}")
+```
+
+## Verdicts
+
+The paragraph below is generated from the ledger.
+
+```{{code-cell}} ipython3
+chapter.verdicts()
 ```
 
 ## Changes to checks

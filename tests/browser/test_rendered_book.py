@@ -3,13 +3,15 @@ typeset, images and links resolve, nothing overflows the content column, search 
 and each chapter's download button gives its executed notebook. A screenshot of every page goes
 to ``_build/screenshots/`` for a maintainer to look at.
 
-Each test visits every page and reports all its failures at once, not just the first.
+Every page is loaded once (the ``readings`` fixture), and each test judges one aspect of what was read there,
+reporting all its failures at once, not just the first.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlparse
 
@@ -97,15 +99,52 @@ def report(failures: dict) -> str:
     return "\n".join(f"{where}:\n  " + "\n  ".join(what) for where, what in failures.items())
 
 
-def test_every_page_loads_without_errors_and_typesets_its_maths(browser, book_url, pages, screenshot_dir):
-    failures = {}
+@dataclass
+class Reading:
+    """What one visit of a page found: its problems, the maths left raw, its images, links, download links,
+    figures, and what overflows the content column at each width of WIDTHS."""
+    problems: list
+    raw_maths: list
+    images: list
+    links: list
+    notebooks: list
+    figures: int
+    bare_figures: int
+    overflow: dict = field(default_factory=dict)
+
+
+NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
+
+
+@pytest.fixture(scope="session")
+def readings(browser, book_url, pages, screenshot_dir) -> dict:
+    """Every page visited once: loaded at the widest width (with a full-page screenshot), read, then narrowed to
+    each other width of WIDTHS to measure the overflow there. Each test below judges one aspect of these readings,
+    so a page is loaded once however many tests read it."""
+    found = {}
     for rel in pages:
-        page, problems = visit(browser, book_url + rel)
-        problems += page.evaluate(MATH_LEFT_RAW)
+        page, problems = visit(browser, book_url + rel, max(WIDTHS))
         page.screenshot(path=str(screenshot_dir / (rel.replace("/", "__").removesuffix(".html") + ".png")), full_page=True)
+        reading = Reading(
+            problems=problems, raw_maths=page.evaluate(MATH_LEFT_RAW),
+            images=[src for src in page.eval_on_selector_all("article img", "els => els.map(e => e.src)")
+                    if not src.startswith("data:")],
+            links=page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"),
+            notebooks=page.eval_on_selector_all("a[href$='.ipynb']", "els => els.map(e => e.href)"),
+            figures=page.eval_on_selector_all(".cell_output img", "els => els.length"),
+            bare_figures=page.eval_on_selector_all(
+                ".cell_output img", "els => els.filter(e => !e.closest('figure')?.querySelector('figcaption')).length"))
+        for width in sorted(WIDTHS, reverse=True):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.evaluate(NEXT_FRAME)
+            reading.overflow[width] = page.evaluate(OVERFLOW)
         page.close()
-        if problems:
-            failures[rel] = problems
+        found[rel] = reading
+    return found
+
+
+def test_every_page_loads_without_errors_and_typesets_its_maths(readings):
+    failures = {rel: r.problems + r.raw_maths for rel, r in readings.items() if r.problems or r.raw_maths}
     assert not failures, "\n" + report(failures)
 
 
@@ -114,18 +153,15 @@ def test_the_root_redirect_finds_the_book_icon(book_root):
     assert (book_root / "favicon.ico").read_bytes() == (book_root / "_static" / "favicon.png").read_bytes()
 
 
-def test_every_image_loads(browser, book_url, pages):
+def test_every_image_loads(browser, readings):
     failures = {}
-    for rel in pages:
-        page, _ = visit(browser, book_url + rel)
+    request = browser.new_context().request
+    for rel, reading in readings.items():
         broken = []
-        for src in page.eval_on_selector_all("article img", "els => els.map(e => e.src)"):
-            if src.startswith("data:"):
-                continue
-            response = page.request.get(src)
+        for src in reading.images:
+            response = request.get(src)
             if not response.ok or not response.headers.get("content-type", "").startswith("image/"):
                 broken.append(f"{src} ({response.status}, {response.headers.get('content-type')})")
-        page.close()
         if broken:
             failures[rel] = broken
     assert not failures, "\n" + report(failures)
@@ -135,14 +171,11 @@ def element_ids(path: Path) -> set[str]:
     return set(re.findall(r"""\bid=["']([^"']+)["']""", path.read_text(encoding="utf-8")))
 
 
-def test_every_internal_link_and_anchor_resolves(browser, book_url, book_root, pages):
+def test_every_internal_link_and_anchor_resolves(book_url, book_root, readings):
     failures, ids = {}, {}
-    for rel in pages:
-        page, _ = visit(browser, book_url + rel)
-        hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
-        page.close()
+    for rel, reading in readings.items():
         dead = []
-        for href in sorted(set(hrefs)):
+        for href in sorted(set(reading.links)):
             if not href.startswith(book_url):
                 continue                                      # external: the book is read offline
             target, fragment = urldefrag(href)
@@ -162,14 +195,8 @@ def test_every_internal_link_and_anchor_resolves(browser, book_url, book_root, p
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_no_table_figure_or_formula_overflows_the_content_column(browser, book_url, pages, width):
-    failures = {}
-    for rel in pages:
-        page, _ = visit(browser, book_url + rel, width)
-        found = page.evaluate(OVERFLOW)
-        page.close()
-        if found:
-            failures[rel] = found
+def test_no_table_figure_or_formula_overflows_the_content_column(readings, width):
+    failures = {rel: r.overflow[width] for rel, r in readings.items() if r.overflow[width]}
     assert not failures, f"\nat {width} px:\n" + report(failures)
 
 
@@ -194,24 +221,21 @@ def test_the_search_page_finds_a_claim_id_offline(browser, book_url, pages):
     assert not failures, "\n" + report(failures)
 
 
-def test_each_chapter_download_button_returns_its_executed_notebook(browser, book_url, pages):
+def test_each_chapter_download_button_returns_its_executed_notebook(browser, readings, pages):
     failures = {}
     chapters = chapter_pages(pages)
     assert chapters, "the book has no chapter pages"
+    request = browser.new_context().request
     for rel in chapters:
-        page, _ = visit(browser, book_url + rel)
-        links = page.eval_on_selector_all("a[href$='.ipynb']", "els => els.map(e => e.href)")
+        links = readings[rel].notebooks
         if not links:
             failures[rel] = ["no .ipynb download link"]
-            page.close()
             continue
-        response = page.request.get(links[0])
-        body = response.body() if response.ok else None
-        page.close()
-        if body is None:
+        response = request.get(links[0])
+        if not response.ok:
             failures[rel] = [f"{links[0]}: HTTP {response.status}"]
             continue
-        notebook = json.loads(body)
+        notebook = json.loads(response.body())
         code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
         executed = [c for c in code if c.get("execution_count") and c.get("outputs")]
         if Path(urlparse(links[0]).path).stem != Path(rel).stem or not executed:
@@ -219,17 +243,10 @@ def test_each_chapter_download_button_returns_its_executed_notebook(browser, boo
     assert not failures, "\n" + report(failures)
 
 
-def test_every_chapter_figure_has_a_caption(browser, book_url, pages):
+def test_every_chapter_figure_has_a_caption(readings, pages):
     """Each figure a chapter draws is a <figure> with a caption saying what to see and what theory predicts."""
-    failures = {}
-    for rel in chapter_pages(pages):
-        page, _ = visit(browser, book_url + rel)
-        bare = page.eval_on_selector_all(
-            ".cell_output img", "els => els.filter(e => !e.closest('figure')?.querySelector('figcaption')).length")
-        total = page.eval_on_selector_all(".cell_output img", "els => els.length")
-        page.close()
-        if bare:
-            failures[rel] = [f"{bare} of {total} figures without a caption"]
+    failures = {rel: [f"{readings[rel].bare_figures} of {readings[rel].figures} figures without a caption"]
+                for rel in chapter_pages(pages) if readings[rel].bare_figures}
     assert not failures, "\n" + report(failures)
 
 

@@ -179,7 +179,6 @@ def test_publish_copies_a_gpu_full_run_and_writes_its_provenance(folders, tmp_pa
 
 def test_the_book_adds_the_full_table_to_each_chapter_with_a_result(folders, tmp_path, monkeypatch):
     full_dir, reference_dir = folders
-    monkeypatch.setattr(book, "CHAPTER_DIR", tmp_path / "chapters")
     monkeypatch.setattr(published, "FULL_DIR", full_dir)
     monkeypatch.setattr(published, "REFERENCE_DIR", reference_dir)
     (tmp_path / "chapters").mkdir()
@@ -191,7 +190,7 @@ def test_the_book_adds_the_full_table_to_each_chapter_with_a_result(folders, tmp
     assert book.published_full(ledgers, "full") == {}  # a book built at full shows no second full column
     full = book.published_full(ledgers, "default")
     assert list(full) == ["demo"]
-    book.add_full_tables(ledgers, full)
+    book.add_full_tables(ledgers, full, tmp_path / "chapters")
     demo = nbformat.read(tmp_path / "chapters" / "demo.ipynb", as_version=4).cells
     other = nbformat.read(tmp_path / "chapters" / "other.ipynb", as_version=4).cells
     assert len(demo) == 3 and demo[1].source.startswith("**At `full` (the papers' scale)**") and len(other) == 2

@@ -28,7 +28,40 @@ def test_declared_needs_are_what_each_section_reads_from_earlier_ones(paper):
     same name when it runs alone; one with needs it does not read would run more than it touches."""
     inferred = S.inferred_needs(code_cells(paper))
     assert inferred.pop(S.VERDICTS_CALL) == set(), "the closing cells run in every run: they may read no section"
-    assert {name: set(deps) for name, deps in S.needs(paper).items()} == inferred
+    assert {name: set(deps) for name, deps in S.needs(paper, state=False).items()} == inferred
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_declared_state_needs_are_the_attributes_earlier_sections_set(paper):
+    """A method call that reads an attribute an earlier section's call set (resnet-beyond-kernels' Study keeps
+    its kernels between sections) needs that section, though no name shows it."""
+    module = P.REPO_ROOT / "paperlib" / "papers" / paper.replace("-", "_") / "experiments.py"
+    by_names = S.needs(paper, state=False)
+    inferred = {name: deps - set(by_names.get(name, [])) for name, deps in
+                S.inferred_state_needs(code_cells(paper), module.read_text()).items()}
+    assert inferred.pop(S.VERDICTS_CALL) == set(), "the closing cells run in every run: they may use no section"
+    declared = (S.spec(paper) or {}).get("state_needs", {})
+    assert {name: set(declared.get(name, [])) for name in inferred} == inferred
+
+
+def test_state_needs_follow_the_attributes_a_method_sets():
+    module = """
+class Study:
+    def __init__(self):
+        self.a = 0
+    def first(self):
+        self.cache = {}
+    def second(self):
+        self.cache["x"] = self.helper()
+    def helper(self):
+        return self.a
+    def third(self):
+        return self.cache
+"""
+    cells = ['timed("one")\nstudy.first()', 'timed("two")\nstudy.second()', 'timed("three")\nstudy.third()',
+             "chapter.verdicts()"]
+    # filling a dict that an earlier call made needs that call too
+    assert S.inferred_state_needs(cells, module) == {"one": set(), "two": {"one"}, "three": {"two"}, "verdicts": set()}
 
 
 def test_inferred_needs_follow_the_last_assignment_and_skip_locals():
@@ -56,6 +89,8 @@ def test_closure_adds_what_the_sections_need_in_the_chapters_order():
     paper = "bottleneck"
     assert S.closure(paper, None) == S.declared(paper)
     assert S.closure(paper, ["controls"]) == ["random-nets", "depth-sweep", "controls"]
+    assert S.closure("resnet-beyond-kernels", ["kernels-measured"]) == ["target", "lemmas", "kernel-spectra",
+                                                                         "kernels-measured"]
     assert S.closure(paper, ["summary"])[-1] == "summary"
 
 

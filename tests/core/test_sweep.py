@@ -112,7 +112,7 @@ def fake_run(spec, folder):
 
 def test_failures_and_timeouts_are_reported_and_a_sweep_resumes(tmp_path):
     runs = [S.RunSpec("demo", "smoke", seed, (("shift", shift),)) for shift in (0, 1) for seed in (0, 1, 3, 4)]
-    reports = S.sweep(runs, tmp_path, workers=2, threads=1, timeout_s=5, command=fake_run,
+    reports = S.sweep(runs, tmp_path, workers=2, timeout_s=5, command=fake_run,
                       stamp=lambda spec: json.dumps(spec.overrides), progress=False)
     status = {r["name"]: r["status"] for r in reports}
     assert [status[f"seed={s},shift={k}"] for k in (0, 1) for s in (0, 1, 3, 4)] == \
@@ -122,7 +122,7 @@ def test_failures_and_timeouts_are_reported_and_a_sweep_resumes(tmp_path):
     assert [point["seeds"] for point in result["points"]] == [[0, 1], [0, 1]]
     assert len(result["failed"]) == 4
     # again: the finished runs are reused, the failed ones are tried again
-    again = S.sweep(runs, tmp_path, workers=2, threads=1, timeout_s=5, command=fake_run,
+    again = S.sweep(runs, tmp_path, workers=2, timeout_s=5, command=fake_run,
                       stamp=lambda spec: json.dumps(spec.overrides), progress=False)
     assert [r["status"] for r in again if r["seed"] in (0, 1)] == ["skipped"] * 4
     assert [r["status"] for r in again if r["seed"] in (3, 4)] == ["failed", "timeout"] * 2
@@ -137,12 +137,16 @@ def test_cli_rejects_a_bad_grid_value_before_running(tmp_path, capsys):
 
 
 @pytest.mark.notebook
+@pytest.mark.check
+@pytest.mark.paper("manifold-lsh")
 def test_smoke_sweep_of_a_chapter_on_two_workers(tmp_path):
-    runs = S.plan("manifold-lsh", "smoke", [0, 1], grid={"mlp_epochs": [5, 10]})
-    reports = S.sweep(runs, tmp_path, workers=2, threads=1, progress=False)
+    # Table 1's section alone, where the paper-track MLP trains for mlp_epochs: the sweep is what is tested here
+    runs = S.plan("manifold-lsh", "smoke", [0, 1], {"sections": ["table1"]}, grid={"mlp_epochs": [5, 10]})
+    reports = S.sweep(runs, tmp_path, workers=2, progress=False)
     assert [r["status"] for r in reports] == ["done"] * 4, [r["log"] for r in reports]
     result = S.aggregate("manifold-lsh", "smoke", tmp_path, reports)
-    assert [p["parameters"] for p in result["points"]] == [{"mlp_epochs": 5}, {"mlp_epochs": 10}]
+    assert [p["parameters"] for p in result["points"]] == [{"mlp_epochs": 5, "sections": ["table1"]},
+                                                           {"mlp_epochs": 10, "sections": ["table1"]}]
     for point in result["points"]:
         assert point["seeds"] == [0, 1]
         for claim in point["claims"].values():
@@ -203,12 +207,12 @@ def test_chapters_sharing_a_seed_folder_keep_their_own_log_and_stamp(tmp_path):
                                       f".write({json.dumps(json.dumps(ledger))})"]
     runs = [S.RunSpec(paper, "smoke", seed) for paper in ("one", "two") for seed in (0, 1)]
     stamp = lambda spec: spec.paper
-    first = S.sweep(runs, tmp_path, workers=2, threads=1, command=run, stamp=stamp, progress=False)
+    first = S.sweep(runs, tmp_path, workers=2, command=run, stamp=stamp, progress=False)
     # reports come back in the order of the runs, each naming its paper (the folder names repeat)
     assert [(r["paper"], r["seed"], r["status"]) for r in first] == \
         [("one", 0, "done"), ("one", 1, "done"), ("two", 0, "done"), ("two", 1, "done")]
     assert [(tmp_path / "seed=0" / f"{p}.log").read_text().strip() for p in ("one", "two")] == ["one", "two"]
-    again = S.sweep(runs, tmp_path, workers=1, threads=1, command=run, stamp=stamp, progress=False)
+    again = S.sweep(runs, tmp_path, workers=1, command=run, stamp=stamp, progress=False)
     assert [r["status"] for r in again] == ["skipped"] * 4
     # and a chapter's aggregate reads its own seeds, not another chapter's run of the same folder
     point = S.aggregate("one", "smoke", tmp_path, [r for r in again if r["paper"] == "one"])["points"][0]

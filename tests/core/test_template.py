@@ -11,9 +11,8 @@ import pytest
 
 from paperlib.core import params as P
 
-pytestmark = pytest.mark.notebook
-
-
+@pytest.mark.notebook
+@pytest.mark.check
 def test_a_new_chapter_runs_and_its_control_flips_its_claim(tmp_path):
     root = tmp_path / "repo"
     for folder in ("paperlib", "notebooks"):

@@ -20,8 +20,8 @@ import pytest
 
 from paperlib.core import params as P
 
-pytestmark = pytest.mark.notebook
 PAPER = "manifold-lsh"          # the quickest chapter at smoke
+pytestmark = [pytest.mark.notebook, pytest.mark.check, pytest.mark.paper(PAPER)]
 
 
 def free_port() -> int:

@@ -9,7 +9,7 @@ import pytest
 
 from paperlib.core.book import merge_reference
 
-pytestmark = pytest.mark.notebook  # runs pytest --nbval-lax on a small notebook, with a kernel
+pytestmark = [pytest.mark.notebook, pytest.mark.check]  # runs pytest --nbval-lax on a small notebook, with a kernel
 
 TEXT_NOTEBOOK = """---
 jupytext:

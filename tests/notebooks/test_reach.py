@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from chapter_runs import run_smoke
+from chapter_runs import expected_seconds, failing_consistency_checks, run_param, smoke_run
 from paperlib.core import params as P
 from paperlib.core import published
 
@@ -75,12 +75,12 @@ def test_family_matches_its_members():
     assert pattern.match("fig2-contour-relu-n200") and not pattern.match("fig2-contour-relu")
 
 
-@pytest.mark.notebook
-@pytest.mark.parametrize("paper", sorted(REACH))
-def test_cells_smoke_skips_run(tmp_path, paper):
+@pytest.mark.check
+@pytest.mark.parametrize("paper", [run_param(paper, group=f"{paper}-smoke-reach", seconds=1.5 * expected_seconds(paper),
+                                             id=paper) for paper in sorted(REACH)])
+def test_cells_smoke_skips_run(paper):
     parameters, claims = REACH[paper]
-    ledger = run_smoke(paper, tmp_path, parameters)
+    ledger = smoke_run(paper, 0, parameters).ledger()
     recorded = {c["id"]: c for c in ledger["claims"]}
     assert set(claims) <= set(recorded), sorted(set(claims) - set(recorded))
-    failing = [(c["id"], c["verdict"]) for c in ledger["claims"] if c["kind"] == "consistency" and c["verdict"] != "reproduced"]
-    assert not failing, failing
+    assert not failing_consistency_checks(ledger)
