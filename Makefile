@@ -21,8 +21,8 @@ BOOK_SEEDS ?= 0-2
 # torch processes slow each other down many times over)
 TEST_WORKERS := $(shell $(PYTHON) -c "import os; print(max(1, len(os.sched_getaffinity(0)) // $(TEST_THREADS)))")
 CHAPTER ?=
-# each run is its own xdist group, scheduled longest first in the order tests/conftest.py gives
-PYTEST := env OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder \
+# the chapter runs longest first (tests/conftest.py orders them), handed to the workers one test at a time
+PYTEST := env OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest -n $(TEST_WORKERS) --dist load --maxschedchunk 1 \
 	--durations=15 --ignore=tests/browser $(if $(CHAPTER),--chapter $(CHAPTER))
 UNIT := -m "not notebook and not check"
 TIMED := bash .ci/timed

@@ -1,8 +1,8 @@
 """Chapter runs for the tests, from the run store (`paperlib.core.store`): each distinct run executes once
 per session, whichever test and pytest worker asks first, and every other test reads it.
 
-A test that needs a run is parametrized with :func:`run_param`: it is put in the run's own xdist group (so
-that the tests reading one run go to one worker, which executes it while the other workers go on) and
+One test reads each run, so that the worker it lands on executes the run while the other workers go on (a
+check that needs several runs comes after them). Such a test is parametrized with :func:`run_param`, which
 carries the run's expected seconds, from which `conftest.py` orders the session longest first."""
 
 import functools
@@ -49,10 +49,9 @@ def expected_seconds(paper: str, only: list[str] | None = None) -> float:
     return START_UP_S + sum(times.get(name, 0.0) for name in chosen) if times else START_UP_S + reference_ledger(paper)["runtime_s"]
 
 
-def run_param(*values, group: str, seconds: float, id: str):
-    """A parametrization of a test that reads the run ``group`` names (see the module docstring)."""
-    return pytest.param(*values, id=id, marks=[pytest.mark.notebook, pytest.mark.xdist_group(group),
-                                               pytest.mark.run_seconds(seconds)])
+def run_param(*values, seconds: float, id: str):
+    """A parametrization of a test that reads a chapter run expected to take ``seconds``."""
+    return pytest.param(*values, id=id, marks=[pytest.mark.notebook, pytest.mark.run_seconds(seconds)])
 
 
 def control_sections(paper: str, control: dict) -> list[str] | None:

@@ -5,8 +5,10 @@
 - Tests marked ``check`` belong to ``make check`` (seeds 1 and 2, the controls, other thread counts and
   instruction sets, the reach runs, the Jupyter server and the sweeps); ``make test`` runs the rest.
 - ``--chapter NAME`` keeps the unit tests and the tests of that chapter's runs (``make test CHAPTER=NAME``).
-- Tests that read a chapter run (``run_seconds``, see ``chapter_runs.run_param``) go first, longest first,
-  each run its own xdist group (``--dist loadgroup --no-loadscope-reorder``); then the rest.
+- Tests that read a chapter run (``run_seconds``, see ``chapter_runs.run_param``) go first, longest first, then
+  the rest; ``--dist load --maxschedchunk 1`` hands them to the workers in that order, one at a time. (One test
+  reads each run: ``--dist loadgroup`` would keep a run's tests together, but pytest-xdist 3.8's groups have no
+  effect under pytest 9.2, pytest-dev/pytest-xdist#1386.)
 
 Run times are reported, never asserted: a loaded machine is not a defect in the code.
 """
@@ -14,6 +16,8 @@ Run times are reported, never asserted: a loaded machine is not a defect in the 
 import json
 
 import pytest
+
+pytest.register_assert_rewrite("chapter_runs")  # its checks report their values as the tests' own asserts do
 
 SMOKE_BUDGET_S = 60  # README: a smoke run takes under a minute on 2 CPU cores
 
@@ -52,14 +56,10 @@ def pytest_collection_modifyitems(config, items):
         mark = item.get_closest_marker("run_seconds")
         return mark.args[0] if mark else None
 
-    def group(item):
-        mark = item.get_closest_marker("xdist_group")
-        return mark.args[0] if mark and mark.args else mark.kwargs.get("name", "") if mark else ""
-
     position = {item: i for i, item in enumerate(items)}
-    # runs longest first (the tests of one run together), then every other test in its collected order
-    items.sort(key=lambda item: (0, -seconds(item), group(item), position[item]) if seconds(item) is not None
-               else (1, 0, "", position[item]))
+    # runs longest first, then every other test in its collected order
+    items.sort(key=lambda item: (0, -seconds(item), position[item]) if seconds(item) is not None
+               else (1, 0, position[item]))
 
 
 def pytest_sessionstart(session):

@@ -139,6 +139,7 @@ def test_cli_rejects_a_bad_grid_value_before_running(tmp_path, capsys):
 @pytest.mark.notebook
 @pytest.mark.check
 @pytest.mark.paper("manifold-lsh")
+@pytest.mark.run_seconds(60.0)  # four runs of Table 1's section on two Dask workers
 def test_smoke_sweep_of_a_chapter_on_two_workers(tmp_path):
     # Table 1's section alone, where the paper-track MLP trains for mlp_epochs: the sweep is what is tested here
     runs = S.plan("manifold-lsh", "smoke", [0, 1], {"sections": ["table1"]}, grid={"mlp_epochs": [5, 10]})

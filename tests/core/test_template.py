@@ -13,6 +13,7 @@ from paperlib.core import params as P
 
 @pytest.mark.notebook
 @pytest.mark.check
+@pytest.mark.run_seconds(50.0)  # two runs of the new chapter and its unit tests
 def test_a_new_chapter_runs_and_its_control_flips_its_claim(tmp_path):
     root = tmp_path / "repo"
     for folder in ("paperlib", "notebooks"):

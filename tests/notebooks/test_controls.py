@@ -19,8 +19,8 @@ def control_parameters(paper: str, control: dict) -> dict:
     return dict(control["parameters"], **({"sections": only} if only is not None else {}))
 
 
-CASES = [run_param(paper, control, group=f"{paper}-control-{control['name']}",
-                   seconds=expected_seconds(paper, control_sections(paper, control)), id=f"{paper}-{control['name']}")
+CASES = [run_param(paper, control, seconds=expected_seconds(paper, control_sections(paper, control)),
+                   id=f"{paper}-{control['name']}")
          for paper in P.available_papers() for control in controls(paper)]
 
 

@@ -21,7 +21,8 @@ import pytest
 from paperlib.core import params as P
 
 PAPER = "manifold-lsh"          # the quickest chapter at smoke
-pytestmark = [pytest.mark.notebook, pytest.mark.check, pytest.mark.paper(PAPER)]
+# run_seconds: a whole chapter executed cell by cell, ordered among the chapter runs (tests/conftest.py)
+pytestmark = [pytest.mark.notebook, pytest.mark.check, pytest.mark.paper(PAPER), pytest.mark.run_seconds(40.0)]
 
 
 def free_port() -> int:

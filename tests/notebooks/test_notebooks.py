@@ -13,13 +13,11 @@ from paperlib.core import params as P
 from paperlib.core.ledger import VERDICTS
 
 PAPERS = P.available_papers()
-SEED_ZERO = [run_param(paper, group=f"{paper}-smoke-seed0", seconds=expected_seconds(paper), id=paper)
-             for paper in PAPERS]
+SEED_ZERO = [run_param(paper, seconds=expected_seconds(paper), id=paper) for paper in PAPERS]
 
 
-@pytest.mark.parametrize("paper", SEED_ZERO)
-def test_ledger_is_well_formed(paper):
-    ledger = smoke_run(paper).ledger()
+def ledger_is_well_formed(run):
+    ledger, paper = run.ledger(), run.spec.paper
     assert ledger["paper"] == paper and ledger["preset"] == "smoke" and ledger["seed"] == 0
     assert ledger["parameters"] == dict(P.load_preset(paper, "smoke"))
     assert ledger["claims"], "a chapter must record claims"
@@ -29,29 +27,39 @@ def test_ledger_is_well_formed(paper):
             assert key in claim, (claim["id"], key)
 
 
-@pytest.mark.parametrize("paper", SEED_ZERO)
-def test_robust_claims_and_consistency_checks_hold(paper):
-    ledger = smoke_run(paper).ledger()
-    assert not failed_robust_claims(ledger)
-    assert not failing_consistency_checks(ledger)
+def robust_claims_and_consistency_checks_hold(run):
+    assert not failed_robust_claims(run.ledger())
+    assert not failing_consistency_checks(run.ledger())
 
 
-@pytest.mark.parametrize("paper", SEED_ZERO)
-def test_every_claim_is_shown_under_the_cell_that_records_it(paper):
+def every_claim_is_shown_under_the_cell_that_records_it(run):
     """The reader sees each prediction, measurement and verdict where it is made, not only in the Verdicts."""
     import nbformat
-    run = smoke_run(paper)
     cells = nbformat.read(run.notebook, as_version=4).cells
     shown = "".join(str(output.get("data", {}).get("text/markdown", "")) for cell in cells
                     if cell.cell_type == "code" and "chapter.verdicts" not in cell.source for output in cell.outputs)
-    for claim in run.ledger()["claims"]:
-        assert f"| `{claim['id']}` | " in shown, claim["id"]
+    missing = [claim["id"] for claim in run.ledger()["claims"] if f"| `{claim['id']}` | " not in shown]
+    assert not missing, missing
+
+
+def verdicts_and_checked_numbers_match_the_reference(run):
+    """Regenerate the references on purpose with `make reference`, and say in the commit what moved and why."""
+    assert_reference_results(run)
 
 
 @pytest.mark.parametrize("paper", SEED_ZERO)
-def test_verdicts_and_checked_numbers_match_the_reference(paper):
-    """Regenerate the references on purpose with `make reference`, and say in the commit what moved and why."""
-    assert_reference_results(smoke_run(paper))
+def test_the_smoke_run_at_seed_0(paper):
+    """One test reads the run, so that one worker executes it while the others go on; every check is judged and
+    every failing one reported."""
+    run = smoke_run(paper)
+    failures = {}
+    for check in (ledger_is_well_formed, robust_claims_and_consistency_checks_hold,
+                  every_claim_is_shown_under_the_cell_that_records_it, verdicts_and_checked_numbers_match_the_reference):
+        try:
+            check(run)
+        except AssertionError as error:
+            failures[check.__name__] = str(error)
+    assert not failures, "\n\n".join(f"{name}:\n{text}" for name, text in failures.items())
 
 
 @pytest.mark.notebook

@@ -76,7 +76,7 @@ def test_family_matches_its_members():
 
 
 @pytest.mark.check
-@pytest.mark.parametrize("paper", [run_param(paper, group=f"{paper}-smoke-reach", seconds=1.5 * expected_seconds(paper),
+@pytest.mark.parametrize("paper", [run_param(paper, seconds=1.5 * expected_seconds(paper),
                                              id=paper) for paper in sorted(REACH)])
 def test_cells_smoke_skips_run(paper):
     parameters, claims = REACH[paper]

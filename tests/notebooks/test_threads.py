@@ -29,7 +29,7 @@ def has_avx512() -> bool:
     return cpuinfo.exists() and re.search(r"^flags\s*:.*\bavx512f\b", cpuinfo.read_text(), re.M) is not None
 
 
-@pytest.mark.parametrize("paper", [run_param(paper, group=f"{paper}-smoke-threads2", seconds=expected_seconds(paper),
+@pytest.mark.parametrize("paper", [run_param(paper, seconds=expected_seconds(paper),
                                              id=paper) for paper in PAPERS])
 def test_two_threads_give_the_reference_results(paper):
     run = smoke_run(paper, threads=2)
@@ -39,7 +39,7 @@ def test_two_threads_give_the_reference_results(paper):
 
 
 @pytest.mark.skipif(not has_avx512(), reason="this CPU has no AVX-512: restricting it to AVX2 changes nothing")
-@pytest.mark.parametrize("paper", [run_param(paper, group=f"{paper}-smoke-avx2", seconds=expected_seconds(paper),
+@pytest.mark.parametrize("paper", [run_param(paper, seconds=expected_seconds(paper),
                                              id=paper) for paper in PAPERS])
 def test_another_instruction_set_gives_the_reference_results(paper):
     run = smoke_run(paper, isa="avx2")
