@@ -1,8 +1,8 @@
 # `make book` (install, execute every chapter at the default preset, render the HTML book), and the two
 # tiers of tests: `make test` (per change: unit tests, every chapter once at smoke with its verdicts and
 # checked numbers compared with the reference, the smoke book in a browser) and `make check` (the rest:
-# seeds 1 and 2, controls, thread counts, instruction sets, reach, Jupyter server, sweeps). `make unit`: the
-# unit tests alone. CHAPTER=NAME: one chapter's runs and the unit tests only.
+# seeds 1 and 2, controls, thread counts, instruction sets, nbval, reach, Jupyter server, sweeps, the book
+# over three seeds). `make unit`: the unit tests alone. CHAPTER=NAME: one chapter's runs and the unit tests.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -61,12 +61,20 @@ else
 endif
 
 check: install
-	$(TIMED) "seeds 1 and 2, controls, threads, instruction sets, reach, Jupyter, sweeps" $(PYTEST) -m check tests
+	$(TIMED) "seeds 1 and 2, controls, threads, instruction sets, reach, nbval, Jupyter, sweeps" $(PYTEST) -m check tests
+ifeq ($(CHAPTER),)
+	# the smoke book over seeds 0 to 2 (every run is in the store by now), whose across-seeds tables and claims
+	# page the browser tests read too (without screenshots: make test takes them)
+	$(TIMED) "the smoke book over seeds 0-2" sh -c '$(PY) -m paperlib book --preset smoke --seeds 0-2 --threads-per-worker 1 \
+		&& $(JB) build -W -n --keep-going --path-output _build/test-book-seeds .'
+	$(TIMED) "the smoke book over seeds 0-2 in a browser" $(PY) -m pytest -q -p no:xdist tests/browser \
+		--book-html _build/test-book-seeds/_build/html --screenshots ''
+endif
 	# the unit tests again at 2 threads: another BLAS kernel must not change an outcome
 	$(TIMED) "unit tests at 2 threads" env OMP_NUM_THREADS=2 $(PY) -m pytest -q $(UNIT) --ignore=tests/browser tests
 
 reference: install
-	OMP_NUM_THREADS=1 $(PY) -m paperlib reference
+	$(PY) -m paperlib reference
 
 benchmark: install
 	$(PY) benchmarks/phase_batched_vs_loop.py

@@ -28,17 +28,20 @@ def reference_ledger(paper: str) -> dict:
 def smoke_run(paper: str, seed: int = 0, parameters: dict | None = None, threads: int = 1,
               isa: str = "") -> store.StoredRun:
     """The stored smoke run (executed now if the store has no current one); a failed run fails the test
-    with its log. Asked again in the same worker, the same run is returned without checking its stamp again
-    (which reads every module the chapter imports)."""
-    try:
-        return _stored(paper, seed, json.dumps(parameters or {}, sort_keys=True), threads, isa)
-    except store.RunFailed as error:
-        pytest.fail(str(error), pytrace=False)
+    with its log. Asked again in the same worker, the same run, or the same failure, is returned without
+    checking its stamp again (which reads every module the chapter imports) and never executed twice."""
+    outcome = _stored(paper, seed, json.dumps(parameters or {}, sort_keys=True), threads, isa)
+    if isinstance(outcome, store.RunFailed):
+        pytest.fail(str(outcome), pytrace=False)
+    return outcome
 
 
 @functools.cache
-def _stored(paper: str, seed: int, parameters: str, threads: int, isa: str) -> store.StoredRun:
-    return store.run(paper, "smoke", seed, json.loads(parameters), threads=threads, isa=isa)
+def _stored(paper: str, seed: int, parameters: str, threads: int, isa: str):
+    try:
+        return store.run(paper, "smoke", seed, json.loads(parameters), threads=threads, isa=isa)
+    except store.RunFailed as error:
+        return error
 
 
 def expected_seconds(paper: str, only: list[str] | None = None) -> float:
@@ -100,3 +103,17 @@ def assert_reference_results(run: store.StoredRun) -> None:
     ours, theirs = checked_outputs(run.notebook), checked_outputs(P.REFERENCE_DIR / f"{paper}.ipynb")
     assert ours == theirs, "checked outputs moved:\n" + "\n".join(difflib.unified_diff(
         "".join(theirs).splitlines(), "".join(ours).splitlines(), "reference", "this run", lineterm=""))
+
+
+def balanced_start(runs: list, seconds: list, workers: int) -> list:
+    """``runs`` (longest first) reordered for xdist's `load` scheduler, which gives each worker two consecutive
+    tests at the start and then one more each time it finishes one: the first two per worker are dealt out
+    longest first to the least-loaded worker (as the later ones are, one by one), the rest keep their order."""
+    start = min(len(runs), 2 * workers)
+    loads, hands = [0.0] * workers, [[] for _ in range(workers)]
+    for index in range(start):
+        open_hands = [w for w in range(workers) if len(hands[w]) < 2]
+        worker = min(open_hands, key=lambda w: loads[w])
+        hands[worker].append(runs[index])
+        loads[worker] += seconds[index]
+    return [run for hand in hands for run in hand] + runs[start:]

@@ -6,14 +6,16 @@
   instruction sets, the reach runs, the Jupyter server and the sweeps); ``make test`` runs the rest.
 - ``--chapter NAME`` keeps the unit tests and the tests of that chapter's runs (``make test CHAPTER=NAME``).
 - Tests that read a chapter run (``run_seconds``, see ``chapter_runs.run_param``) go first, longest first, then
-  the rest; ``--dist load --maxschedchunk 1`` hands them to the workers in that order, one at a time. (One test
-  reads each run: ``--dist loadgroup`` would keep a run's tests together, but pytest-xdist 3.8's groups have no
-  effect under pytest 9.2, pytest-dev/pytest-xdist#1386.)
+  the rest; ``--dist load --maxschedchunk 1`` hands each worker two at the start and one more whenever it finishes
+  one, so the first two per worker are dealt out to balance (``chapter_runs.balanced_start``). (One test reads each run:
+  ``--dist loadgroup`` would keep a run's tests together, but pytest-xdist 3.8's groups have no effect under
+  pytest 9.2, pytest-dev/pytest-xdist#1386.)
 
 Run times are reported, never asserted: a loaded machine is not a defect in the code.
 """
 
 import json
+import os
 
 import pytest
 
@@ -39,6 +41,7 @@ def runs_a_chapter(item) -> bool:
     return item.get_closest_marker("notebook") is not None or item.get_closest_marker("check") is not None
 
 
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected: the order is of the tests that run
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.suffix == ".ipynb":  # nbval: one item per checked cell
@@ -60,6 +63,19 @@ def pytest_collection_modifyitems(config, items):
     # runs longest first, then every other test in its collected order
     items.sort(key=lambda item: (0, -seconds(item), position[item]) if seconds(item) is not None
                else (1, 0, position[item]))
+    from chapter_runs import balanced_start
+    runs = [item for item in items if seconds(item) is not None]
+    items[:len(runs)] = balanced_start(runs, [seconds(item) for item in runs],
+                                       int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+def pytest_configure(config):
+    """One id for the session, which its workers inherit: a chapter run that fails is not executed again by
+    another test of the same session (`paperlib.core.sweep.SESSION_VARIABLE`)."""
+    import os
+    import uuid
+    from paperlib.core.sweep import SESSION_VARIABLE
+    os.environ.setdefault(SESSION_VARIABLE, uuid.uuid4().hex)
 
 
 def pytest_sessionstart(session):

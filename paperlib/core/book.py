@@ -42,7 +42,7 @@ def build_chapters(preset: str, run_dir: str | Path | None = None, papers: list[
     runs = [replace(spec, threads=threads) for paper in longest_first(papers, run_dir)
             for spec in S.plan(paper, preset, seeds)]
     reports = S.sweep(runs, run_dir, workers=workers)
-    failed = [r for r in reports if r["status"] in ("failed", "timeout")]
+    failed = [r for r in reports if r["status"] in S.UNFINISHED]
     if failed:
         raise RuntimeError("runs failed: " + "; ".join(f"{r['name']} ({r['status']}, log {r['log']})" for r in failed))
     for report in reports:

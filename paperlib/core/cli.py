@@ -93,7 +93,7 @@ def cmd_book(args) -> int:
     if args.seeds:
         from paperlib.core.sweep import parse_seeds
         seeds = parse_seeds(args.seeds)
-    ledgers = build_chapters(args.preset, args.runs or f"_build/runs/{args.preset}", seeds=seeds,
+    ledgers = build_chapters(args.preset, args.runs, seeds=seeds,
                              workers=args.workers, threads=args.threads_per_worker)
     print(f"{len(ledgers)} chapter{'s' if len(ledgers) != 1 else ''} ready in book/chapters at preset {args.preset!r}")
     return 0
@@ -110,10 +110,15 @@ def cmd_reference(args) -> int:
     import shutil
     from paperlib.core import store
     from paperlib.core.book import REFERENCE_DIR
+    from paperlib.core.devices import has_avx512
+    # a CPU with AVX-512 computes the references as one without it would (AVX2 only, which changes nothing on a CPU
+    # without it), so that every machine makes the same references; `make test`'s run on an AVX-512 CPU then
+    # compares its own kernels with them
+    isa = {"auto": "avx2" if has_avx512() else "", "avx2": "avx2", "native": ""}[args.isa]
     for paper in args.notebooks or P.available_papers():
         # the smoke run at seed 0 and one thread that `make test` compares with the reference, taken from the
         # run store (executed now if the store has no current one); the ledger stays beside the notebook
-        run = store.run(paper, "smoke", 0, threads=1, isa=args.isa)
+        run = store.run(paper, "smoke", 0, threads=1, isa=isa)
         notebook, ledger = REFERENCE_DIR / f"{paper}.ipynb", REFERENCE_DIR / f"{paper}.json"
         shutil.copy(run.ledger_file, ledger)
         shutil.copy(run.notebook, notebook)
@@ -186,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     book = sub.add_parser("book", help="execute (or reuse) every chapter for the book build")
     book.add_argument("--preset", default="default")
-    book.add_argument("--runs", default=None, help="run folder (default: _build/runs/PRESET)")
+    book.add_argument("--runs", default=None, help="run folder (default: the run store's, _build/runs/PRESET)")
     book.add_argument("--seeds", default=None, help="run every chapter for these seeds too (e.g. 0-2) and "
                                                     "show each claim's verdict over them")
     book.add_argument("--workers", type=int, default=None, help="runs at a time with --seeds")
@@ -195,8 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ref = sub.add_parser("reference", help="regenerate the committed smoke references (seed 0, one thread)")
     ref.add_argument("notebooks", nargs="*")
-    ref.add_argument("--isa", default="", choices=["", "avx2"],
-                     help="avx2: on a CPU with AVX-512, compute as a CPU without it would (the committed references)")
+    ref.add_argument("--isa", default="auto", choices=["auto", "avx2", "native"],
+                     help="auto (default): AVX2 only where the CPU has AVX-512, as a CPU without it computes; "
+                          "native: this CPU's own kernels")
     ref.set_defaults(func=cmd_reference)
 
     publish = sub.add_parser("publish-full", help="commit-ready copy of a finished full run on a GPU into results/full/")

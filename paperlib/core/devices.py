@@ -1,6 +1,8 @@
 """Device choice: CUDA when present, else CPU; one CPU thread where rounding would depend on the count."""
 
+import re
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
@@ -45,3 +47,10 @@ def one_cpu_thread(device):
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def has_avx512() -> bool:
+    """Whether this CPU has AVX-512 (Linux's /proc/cpuinfo; False where it cannot tell). Where it has none,
+    restricting PyTorch, MKL and oneDNN to AVX2 changes nothing."""
+    cpuinfo = Path("/proc/cpuinfo")
+    return cpuinfo.exists() and re.search(r"^flags\s*:.*\bavx512f\b", cpuinfo.read_text(), re.M) is not None

@@ -127,12 +127,14 @@ def content_stamp(paper: str, preset: str) -> str:
 
 def stamp_modules(paper: str) -> list[Path]:
     """The paperlib source files a chapter's run depends on: the closure of the notebook's
-    ``paperlib`` imports over the modules' own imports, with the package's ``__init__`` files and
-    the runner (parameter injection) included."""
+    ``paperlib`` imports over the modules' own imports, with the package's ``__init__`` files, the runner
+    (parameter injection), the CLI and the sweep (a spec's command line) included."""
     import jupytext
     notebook = jupytext.read(notebook_path(paper))
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
-    todo = list(_paperlib_imports(_parse(code), package="")) + ["paperlib.core.runner", "paperlib.core.params"]
+    # with what turns a run's spec into its command and parameters (the CLI, the sweep) and injects them
+    todo = list(_paperlib_imports(_parse(code), package="")) + ["paperlib.core.runner", "paperlib.core.params",
+                                                               "paperlib.core.cli", "paperlib.core.sweep"]
     seen: dict[str, Path] = {}
     while todo:
         module = todo.pop()

@@ -148,6 +148,8 @@ def _names(node, local: frozenset = frozenset()) -> tuple[set, set]:
         children = list(ast.iter_child_nodes(node))
         if isinstance(node, ast.Name) and node.id not in local:
             (read if isinstance(node.ctx, ast.Load) else assigned).add(node.id)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id not in local:
+            read.add(node.target.id)  # x += 1 reads x before it assigns it
         elif isinstance(node, ast.ClassDef):
             assigned.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -185,16 +187,30 @@ def _in_order(statements):
 
 def inferred_needs(code_cells: list[str]) -> dict[str, set[str]]:
     """For each section (and :data:`VERDICTS_CALL`, the closing cells), the earlier sections whose results
-    it reads: for every name a statement reads that the section has not assigned before it, the section
-    that assigned it last. Names from the opening cells, which always run, are not counted."""
+    it reads: for every name a statement reads that the section has not assigned before it (the globals read
+    by a function it calls that a cell defines included), the section that assigned it last. Names from the
+    opening cells, which always run, are not counted."""
     defined_by: dict[str, str | None] = {}
     found: dict[str, set[str]] = {}
+    calls: dict[str, set[str]] = {}  # a function defined in a cell -> the globals its body reads
+
+    def with_callees(read: set) -> set:
+        todo, seen = list(read), set(read)
+        while todo:
+            for more in calls.get(todo.pop(), set()) - seen:
+                seen.add(more)
+                todo.append(more)
+        return seen
+
     for name, cells in split(code_cells):
         uses, own = set(), set()
         for source in cells:
             tree = _parse(source)
+            for node in tree.body if tree is not None else []:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    calls[node.name] = _names(node)[1]
             for assigned, read in _in_order(tree.body if tree is not None else []):
-                uses |= {n for n in read - own if defined_by.get(n) not in (None, name)}
+                uses |= {n for n in with_callees(read) - own if defined_by.get(n) not in (None, name)}
                 own |= assigned
         if name is not None:
             found[name] = {defined_by[n] for n in uses}

@@ -54,8 +54,10 @@ class RunFailed(RuntimeError):
 
 def fetch(spec: S.RunSpec, root: Path = ROOT, timeout_s: float = S.RUN_TIMEOUT_S) -> StoredRun:
     """The stored result of ``spec``, executing it first when the store has no current one."""
-    report = S.execute(spec, str(preset_dir(spec.preset, root)), S.run_stamp(spec), timeout_s)
+    report = S.execute(spec, str(preset_dir(spec.preset, root)), S.run_stamp(spec), timeout_s, restamp=S.run_stamp)
     folder = preset_dir(spec.preset, root) / spec.name
+    if report["status"] == "changed":
+        raise RunFailed(f"{spec.paper} ({spec.name}): the code it depends on changed while it ran; run it again")
     if report["status"] not in ("done", "skipped"):
         log = Path(report["log"])
         tail = log.read_text()[-3000:] if log.exists() else ""

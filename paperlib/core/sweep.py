@@ -33,6 +33,8 @@ from paperlib.core import params as P
 from paperlib.core.ledger import ASSUMPTION_NOT_MET, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, validate_ledger
 
 RUN_TIMEOUT_S = 3600.0
+#: a run's statuses that leave no result to use (see :func:`execute`)
+UNFINISHED = ("failed", "timeout", "changed")
 SUMMARY_CONFIDENCE = 0.95
 
 
@@ -138,11 +140,14 @@ def plan(paper: str, preset: str, seeds: list[int], fixed: dict | None = None,
 
 def run_stamp(spec: RunSpec) -> str:
     """What a run's result depends on: the chapter's content stamp (notebook, presets, library,
-    requirements) and the run itself (its parameters, threads and instruction set)."""
+    requirements) and the run itself (its parameters, threads, instruction set and the inherited variables of
+    :data:`STAMPED_ENVIRONMENT`)."""
     from paperlib.core.runner import content_stamp
     digest = hashlib.sha256(content_stamp(spec.paper, spec.preset).encode())
     digest.update(json.dumps(spec.overrides, sort_keys=True, default=str).encode())
-    digest.update(json.dumps(spec.environment, sort_keys=True).encode())
+    environment = run_environment(spec)
+    digest.update(json.dumps(spec.environment | {name: environment.get(name) for name in STAMPED_ENVIRONMENT},
+                             sort_keys=True).encode())
     return digest.hexdigest()
 
 
@@ -152,18 +157,34 @@ def run_command(spec: RunSpec, out_dir: Path) -> list[str]:
             "--out", str(out_dir), *overrides]
 
 
-#: set by a caller's shell, they would change what a run computes without being part of its spec
+#: set by a caller's shell, they would change what a run computes without being part of its spec: the run gets
+#: its own (:attr:`RunSpec.environment`) or none
 _INHERITED = ("OMP_WAIT_POLICY", *{name for names in INSTRUCTION_SETS.values() for name in names})
+#: set by a caller's shell and kept, they can change a result too, so their values are part of the stamp: the
+#: devices CUDA shows (``device: auto``), whether trainers record CUDA graphs, and the vector units MKL and oneDNN use
+STAMPED_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "PAPERLIB_CUDA_GRAPHS", "MKL_ENABLE_INSTRUCTIONS", "DNNL_MAX_CPU_ISA")
+
+
+#: set by a caller (the test session) to an id of its own: a run that failed under the same id and stamp is not
+#: executed again, so that each run executes at most once per invocation even when it fails
+SESSION_VARIABLE = "PAPERLIB_RUN_SESSION"
+
+
+def run_environment(spec: RunSpec) -> dict:
+    """The environment a run's process gets: the caller's, less :data:`_INHERITED`, with the spec's own."""
+    return {name: value for name, value in os.environ.items() if name not in _INHERITED} | spec.environment
 
 
 def execute(spec: RunSpec, sweep_dir: str, stamp: str, timeout_s: float = RUN_TIMEOUT_S,
-            command=run_command) -> dict:
+            command=run_command, restamp=None) -> dict:
     """Run one sweep point in a subprocess (on a Dask worker, or for a test) and report what happened:
-    ``done``, ``skipped`` (an identical result exists), ``failed`` or ``timeout``.
+    ``done``, ``skipped`` (an identical result exists), ``failed``, ``timeout`` or ``changed`` (``restamp(spec)``,
+    the stamp taken again after the run, differs from ``stamp``: the code changed while it ran, so its result is
+    kept but not vouched for, and the next request executes it again).
 
     The run's folder is locked while it is checked and executed, so that processes asking for the same
     run at once (the workers of a test session, a book build beside them) execute it once: the others
-    wait, then find it done."""
+    wait, then find it done. A caller stopped while the run goes on (Ctrl-C) stops the run with it."""
     import fcntl
     folder = Path(sweep_dir) / spec.name
     folder.mkdir(parents=True, exist_ok=True)
@@ -175,24 +196,41 @@ def execute(spec: RunSpec, sweep_dir: str, stamp: str, timeout_s: float = RUN_TI
         fcntl.flock(lock, fcntl.LOCK_EX)
         if ledger.exists() and stamp_file.exists() and stamp_file.read_text() == stamp:
             return dict(report, status="skipped", seconds=0.0)
+        session, failed_file = os.environ.get(SESSION_VARIABLE), folder / f"{spec.paper}.failed-stamp"
+        if session and failed_file.exists() and failed_file.read_text() == f"{session} {stamp}":
+            return dict(report, status="failed", seconds=0.0, returncode=None)  # its log is the failed run's
         stamp_file.unlink(missing_ok=True)  # a stale stamp must not vouch for a result of another run
-        env = {name: value for name, value in os.environ.items() if name not in _INHERITED} | spec.environment
         start = time.perf_counter()
         with open(log_file, "w") as log:
-            process = subprocess.Popen(command(spec, folder), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                       cwd=P.REPO_ROOT, start_new_session=True)
+            # a session of its own, so that a timeout kills papermill's kernel with it
+            process = subprocess.Popen(command(spec, folder), stdout=log, stderr=subprocess.STDOUT,
+                                       env=run_environment(spec), cwd=P.REPO_ROOT, start_new_session=True)
             try:
                 returncode = process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, 9)  # the kernel papermill started dies with it
-                process.wait()
+                _kill(process)
                 log.write(f"\nkilled after {timeout_s:.0f} s (the sweep's per-run timeout)\n")
                 return dict(report, status="timeout", seconds=time.perf_counter() - start)
+            except BaseException:  # the caller is stopping (KeyboardInterrupt, a test's timeout): so does the run
+                _kill(process)
+                raise
         seconds = time.perf_counter() - start
         if returncode != 0 or not ledger.exists():
+            if session:
+                failed_file.write_text(f"{session} {stamp}")
             return dict(report, status="failed", seconds=seconds, returncode=returncode)
+        if restamp is not None and restamp(spec) != stamp:
+            return dict(report, status="changed", seconds=seconds)
         stamp_file.write_text(stamp)
         return dict(report, status="done", seconds=seconds)
+
+
+def _kill(process) -> None:
+    try:
+        os.killpg(process.pid, 9)
+    except ProcessLookupError:
+        pass
+    process.wait()
 
 
 def cluster_shape(runs: int, cores: int | None = None, workers: int | None = None,
@@ -231,12 +269,12 @@ def sweep(runs: list[RunSpec], out_dir: str | os.PathLike, *, workers: int | Non
         client = Client(cluster)
     reports = []
     try:
-        futures = {client.submit(execute, spec, str(out_dir), stamp(spec), timeout_s, command,
+        futures = {client.submit(execute, spec, str(out_dir), stamp(spec), timeout_s, command, stamp,
                                  pure=False): spec for spec in runs}
         bar = tqdm(total=len(runs), unit="run", disable=not progress, file=sys.stderr)
         for future in as_completed(futures):
             reports.append(future.result())
-            failed = sum(r["status"] in ("failed", "timeout") for r in reports)
+            failed = sum(r["status"] in UNFINISHED for r in reports)
             bar.set_postfix(done=len(reports) - failed, failed=failed, running=min(workers, len(runs) - len(reports)))
             bar.update()
         bar.close()
@@ -341,7 +379,7 @@ def aggregate(paper: str, preset: str, out_dir: str | os.PathLike, reports: list
     result = {"paper": paper, "preset": preset, "rule": " ".join(aggregate_verdict.__doc__.split()),
               "points": [{"parameters": p["parameters"], "seeds": [l["seed"] for l in p["ledgers"]],
                           "claims": aggregate_point(p["ledgers"]), "runs": p["runs"]} for p in points.values()],
-              "failed": [r for r in reports if r["status"] in ("failed", "timeout")]}
+              "failed": [r for r in reports if r["status"] in UNFINISHED]}
     (out_dir / f"{paper}.sweep.json").write_text(json.dumps(result, indent=1, default=str))
     return result
 

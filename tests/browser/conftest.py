@@ -27,6 +27,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 def pytest_addoption(parser):
     parser.addoption("--book-html", default=str(DEFAULT_BOOK),
                      help="the built HTML book to test (default: the smoke build of `make test`)")
+    parser.addoption("--screenshots", default=str(SCREENSHOT_DIR),
+                     help="folder for a full-page screenshot of every page ('' for none)")
 
 
 @pytest.fixture(scope="session")
@@ -85,6 +87,9 @@ def pages(book_root) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def screenshot_dir() -> Path:
-    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
-    return SCREENSHOT_DIR
+def screenshot_dir(request) -> Path | None:
+    folder = request.config.getoption("--screenshots")
+    if not folder:
+        return None
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return Path(folder)

@@ -124,7 +124,9 @@ def readings(browser, book_url, pages, screenshot_dir) -> dict:
     found = {}
     for rel in pages:
         page, problems = visit(browser, book_url + rel, max(WIDTHS))
-        page.screenshot(path=str(screenshot_dir / (rel.replace("/", "__").removesuffix(".html") + ".png")), full_page=True)
+        if screenshot_dir is not None:
+            page.screenshot(path=str(screenshot_dir / (rel.replace("/", "__").removesuffix(".html") + ".png")),
+                            full_page=True)
         reading = Reading(
             problems=problems, raw_maths=page.evaluate(MATH_LEFT_RAW),
             images=[src for src in page.eval_on_selector_all("article img", "els => els.map(e => e.src)")

@@ -70,6 +70,12 @@ def test_inferred_needs_follow_the_last_assignment_and_skip_locals():
     assert S.inferred_needs(cells) == {"a": set(), "b": set(), "c": {"b"}, "d": {"a"}, "verdicts": set()}
 
 
+def test_inferred_needs_see_augmented_assignments_and_the_globals_of_functions():
+    cells = ["def total():\n    return s + 1", 'timed("a")\nx = 1\ns = 2', 'timed("b")\nx += 1',
+             'timed("c")\nprint(total())', "chapter.verdicts()"]
+    assert S.inferred_needs(cells) == {"a": set(), "b": {"a"}, "c": {"a"}, "verdicts": set()}
+
+
 def test_markers():
     assert S.marker('timed("sweep")\nrun()') == "sweep"
     assert S.marker('# a comment\nchapter.section("sweep")') == "sweep"
@@ -113,3 +119,4 @@ def test_the_sections_parameter_is_validated_before_anything_runs():
         P.plan("bottleneck", "smoke", {"sections": ["linear", "linear"]})
     with pytest.raises(P.ParameterError, match=r"'sections\[0\]' must be of type str"):
         P.plan("bottleneck", "smoke", {"sections": [None]})
+

@@ -1,9 +1,9 @@
-"""The run store: a run is what its spec says (seed, overrides, threads, instruction set), and one asked for by
-several processes at once executes once."""
+"""The run store: a run is what its spec says (seed, overrides, threads, instruction set); one asked for by
+several processes at once executes once, one that failed executes once a session, and one whose caller stops
+stops with it."""
 
 import json
 import sys
-import threading
 import time
 
 import pytest
@@ -26,21 +26,68 @@ open({str(folder / (spec.paper + '.json'))!r}, 'w').write(json.dumps({{'env': en
     return [sys.executable, "-c", script]
 
 
+def _ask(spec, folder, results):
+    results.put(S.execute(spec, folder, "stamp", 30, counting_run)["status"])
+
+
 def test_a_run_asked_for_by_two_processes_at_once_executes_once(tmp_path):
-    spec = S.RunSpec("demo", "smoke", 0)
-    reports = []
-    askers = [threading.Thread(target=lambda: reports.append(S.execute(spec, str(tmp_path), "stamp", 30, counting_run)))
-              for _ in range(2)]
+    """Two processes, as two pytest workers are: a lock that only threads shared would not pass."""
+    import multiprocessing
+    context = multiprocessing.get_context("fork")
+    spec, results = S.RunSpec("demo", "smoke", 0), context.Queue()
+    askers = [context.Process(target=_ask, args=(spec, str(tmp_path), results)) for _ in range(2)]
     for asker in askers:
         asker.start()
         time.sleep(0.1)
     for asker in askers:
-        asker.join()
-    assert sorted(r["status"] for r in reports) == ["done", "skipped"]
+        asker.join(60)
+    assert sorted(results.get(timeout=5) for _ in askers) == ["done", "skipped"]
     assert (tmp_path / "executions").read_text() == "x"
     # a changed stamp (the notebook, the library, the parameters) executes it again
     assert S.execute(spec, str(tmp_path), "another stamp", 30, counting_run)["status"] == "done"
     assert (tmp_path / "executions").read_text() == "xx"
+
+
+def failing_run(spec, folder):
+    return [sys.executable, "-c", f"open({str(folder.parent / 'executions')!r}, 'a').write('x'); raise SystemExit(1)"]
+
+
+def test_a_failed_run_executes_once_a_session(tmp_path, monkeypatch):
+    spec = S.RunSpec("demo", "smoke", 0)
+    monkeypatch.setenv(S.SESSION_VARIABLE, "one")
+    assert [S.execute(spec, str(tmp_path), "stamp", 30, failing_run)["status"] for _ in range(2)] == ["failed"] * 2
+    assert (tmp_path / "executions").read_text() == "x"
+    monkeypatch.setenv(S.SESSION_VARIABLE, "two")  # the next invocation tries again
+    assert S.execute(spec, str(tmp_path), "stamp", 30, failing_run)["status"] == "failed"
+    assert (tmp_path / "executions").read_text() == "xx"
+
+
+def test_a_run_whose_code_changed_while_it_ran_is_not_vouched_for(tmp_path):
+    spec = S.RunSpec("demo", "smoke", 0)
+    report = S.execute(spec, str(tmp_path), "before", 30, counting_run, restamp=lambda _: "after")
+    assert report["status"] == "changed" and not (tmp_path / "seed=0" / "demo.stamp").exists()
+    assert S.execute(spec, str(tmp_path), "after", 30, counting_run)["status"] == "done"
+
+
+def test_a_caller_stopped_with_ctrl_c_stops_its_run(tmp_path):
+    """The run has a session of its own (so that a timeout kills its kernel too), so Ctrl-C does not reach it:
+    the caller must stop it."""
+    import signal
+    import subprocess
+    marker = tmp_path / "finished"
+    caller = f"""
+import sys
+sys.path.insert(0, {str(P.REPO_ROOT)!r})
+from paperlib.core import sweep as S
+run = lambda spec, folder: [sys.executable, "-c", "import time; time.sleep(3); open({str(marker)!r}, 'w')"]
+S.execute(S.RunSpec("demo", "smoke", 0), {str(tmp_path)!r}, "stamp", 30, run)
+"""
+    process = subprocess.Popen([sys.executable, "-c", caller])
+    time.sleep(1.5)
+    process.send_signal(signal.SIGINT)
+    process.wait(10)
+    time.sleep(3)
+    assert not marker.exists(), "the run went on after its caller stopped"
 
 
 def test_threads_and_instruction_set_are_part_of_a_run(tmp_path, monkeypatch):

@@ -65,3 +65,25 @@ def test_control_flips_its_claims(paper, control):
     if only is not None:
         ran = set(sections.closure(paper, only))
         assert {claim["section"] for claim in ledger["claims"]} <= ran | {None}, "a skipped section recorded claims"
+
+
+def first_control_sections(paper: str) -> list[str] | None:
+    return control_sections(paper, controls(paper)[0])
+
+
+ALONE = [run_param(paper, seconds=expected_seconds(paper, first_control_sections(paper)), id=paper)
+         for paper in P.available_papers() if first_control_sections(paper) is not None]
+
+
+@pytest.mark.check
+@pytest.mark.parametrize("paper", ALONE)
+def test_sections_run_alone_measure_what_the_whole_chapter_measures(paper):
+    """A control judges its claims on a run of their sections only, so those sections must compute there what
+    they compute in the whole chapter: the same claims, with the same measured values to the last bit (each
+    draws from streams of its own, and reads only what its needs give it). Checked on the sections of each
+    chapter's first control, at the preset's parameters."""
+    only = first_control_sections(paper)
+    alone, whole = smoke_run(paper, 0, {"sections": only}).ledger(), smoke_run(paper).ledger()
+    ran = set(sections.closure(paper, only))
+    expected = {c["id"]: c["measured"] for c in whole["claims"] if c["section"] in ran}
+    assert {c["id"]: c["measured"] for c in alone["claims"]} == expected

@@ -1,15 +1,37 @@
-"""The nbval regression check can fail: a reference whose checked output
-differs from what the current notebook prints makes `pytest --nbval-lax` fail."""
+"""nbval, the regression check of the outputs (``make check``): every chapter's current inputs, merged with its
+committed smoke reference's outputs, executed by `pytest --nbval-lax`, which compares the cells marked
+``# NBVAL_CHECK_OUTPUT``. This is the one execution the run store cannot share (nbval executes the notebook
+itself); ``make test`` compares the same cells of its stored run. And the check can fail: a reference whose
+checked output differs from what the current notebook prints makes nbval fail."""
 
+import os
 import subprocess
 import sys
 
 import nbformat
 import pytest
 
-from paperlib.core.book import merge_reference
+from chapter_runs import expected_seconds, run_param
+from paperlib.core import params as P
+from paperlib.core.book import merge_reference, prepare_nbval
 
-pytestmark = [pytest.mark.notebook, pytest.mark.check]  # runs pytest --nbval-lax on a small notebook, with a kernel
+pytestmark = [pytest.mark.notebook, pytest.mark.check]  # runs pytest --nbval-lax, with a kernel
+
+
+def nbval(notebook, folder) -> subprocess.CompletedProcess:
+    """`pytest --nbval-lax` on one notebook, at one thread, in a session of its own (away from this one's
+    configuration, in ``folder``, where the notebook's ledger goes)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "--nbval-lax", str(notebook), "-c", "/dev/null", "--rootdir", str(folder)],
+                          capture_output=True, text=True, cwd=folder, env=env, timeout=3600)  # a hang guard only
+
+
+@pytest.mark.parametrize("paper", [run_param(paper, seconds=expected_seconds(paper), id=paper)
+                                   for paper in P.available_papers()])
+def test_nbval_finds_the_references_checked_outputs(tmp_path, paper):
+    result = nbval(prepare_nbval(paper, tmp_path / "nbval"), tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
 
 TEXT_NOTEBOOK = """---
 jupytext:
@@ -54,7 +76,5 @@ def test_nbval_detects_changed_result(tmp_path, stored, injected, passes):
     reference = tmp_path / "reference.ipynb"
     make_reference(reference, stored)
     target = merge_reference(text, reference, {"value": injected}, tmp_path / "check" / "demo.ipynb")
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-                             str(target), "-c", "/dev/null", "--rootdir", str(tmp_path)],
-                            capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    result = nbval(target, tmp_path)
     assert (result.returncode == 0) == passes, result.stdout[-2000:]

@@ -1,17 +1,19 @@
 """Same seed, same ledger, whatever the thread count or CPU (``make check``): each chapter runs at smoke with 2
 threads, and, on a CPU with AVX-512, again at 1 thread restricted to AVX2 instructions; its verdicts and checked
-numbers must equal the committed reference, which `make reference` takes from the 1-thread run.
+numbers must equal the committed reference's.
 
-On a CPU without AVX-512 the AVX2 setting changes nothing, so the run would repeat the 1-thread one: it is
-skipped there, and the 1-thread run of ``make test`` is the one that compares this CPU with the reference's."""
+`make reference` computes the references at 1 thread as a CPU without AVX-512 does (AVX2 only where the CPU has
+AVX-512), so on an AVX-512 CPU the 1-thread run of ``make test`` is the one that compares another instruction set
+with them, and the AVX2 run here repeats their computation on this machine. On a CPU without AVX-512 that run
+would repeat the 1-thread one, and is skipped."""
 
 import re
-from pathlib import Path
 
 import pytest
 
 from chapter_runs import assert_reference_results, expected_seconds, reference_ledger, run_param, smoke_run
 from paperlib.core import params as P
+from paperlib.core.devices import has_avx512
 
 pytestmark = pytest.mark.check
 PAPERS = P.available_papers()
@@ -22,11 +24,6 @@ def cpu_threads(device: str) -> int:
     match = re.fullmatch(r"cpu \((\d+) threads?\)", device)
     assert match, f"not a CPU run: {device!r}"
     return int(match.group(1))
-
-
-def has_avx512() -> bool:
-    cpuinfo = Path("/proc/cpuinfo")
-    return cpuinfo.exists() and re.search(r"^flags\s*:.*\bavx512f\b", cpuinfo.read_text(), re.M) is not None
 
 
 @pytest.mark.parametrize("paper", [run_param(paper, seconds=expected_seconds(paper),
