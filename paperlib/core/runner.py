@@ -150,9 +150,8 @@ def stamp_modules(paper: str) -> list[Path]:
 
 
 def _parse(source: str):
-    import ast
-    # IPython magics and shell escapes are not Python: drop those lines before parsing
-    return ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    from paperlib.core.pysource import parse
+    return parse(source, drop_magics=True)
 
 
 def _paperlib_imports(tree, package: str) -> set[str]:

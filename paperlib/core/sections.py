@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import ast
 
+from paperlib.core.pysource import parse
+
 #: the marker of the closing cells, which always run
 VERDICTS_CALL = "verdicts"
 MARKER_CALLS = ("timed", "section")
@@ -92,7 +94,7 @@ def _call_name(node) -> str | None:
 
 def _parse(source: str):
     try:
-        return ast.parse(source)
+        return parse(source)
     except SyntaxError:  # IPython syntax the kernel has not yet transformed: not a marker
         return None
 
@@ -222,7 +224,7 @@ def _attribute_flows(module_source: str) -> dict[str, tuple[set, set]]:
     """Method name -> (attributes of ``self`` it sets, those it reads), through the methods it calls on ``self``,
     for every class of ``module_source`` (``__init__`` left out: construction sets them before any section)."""
     direct: dict[str, tuple[set, set, set]] = {}
-    for cls in (n for n in ast.walk(ast.parse(module_source)) if isinstance(n, ast.ClassDef)):
+    for cls in (n for n in ast.walk(parse(module_source)) if isinstance(n, ast.ClassDef)):
         methods = {f.name for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         for f in (f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name != "__init__"):
             sets, reads, calls = set(), set(), set()

@@ -58,12 +58,14 @@ def test_no_global_of_a_chapter_takes_a_parameters_name(paper):
     """Every parameter left None means "the preset's value", so a global that reuses a parameter's
     name would turn into an override when the chapter's first cell is run again in Jupyter."""
     import ast
+
+    from paperlib.core.pysource import parse
     schema = P.load_schema(paper)
     clashes = []
     for cell in jupytext.read(P.NOTEBOOK_DIR / f"{paper}.md").cells:
         if cell.cell_type != "code" or "parameters" in cell.metadata.get("tags", []):
             continue
-        tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        tree = parse(cell.source, drop_magics=True)
         for statement in tree.body:  # module level: loops, ifs and withs bind globals too
             scope = [statement] if isinstance(statement, (ast.FunctionDef, ast.ClassDef)) else ast.walk(statement)
             for node in scope:
