@@ -63,14 +63,56 @@ def control_sections(paper: str, control: dict) -> list[str] | None:
     return sections.for_claims(paper, [*control["flips"], *control.get("held", {})], reference_ledger(paper))
 
 
-def failed_robust_claims(ledger: dict) -> list:
-    """Robust claims that do not hold (see `ledger.robust_failures`), with verdict and reason."""
-    return [(c["id"], c["verdict"], c["why"]) for c in ledger_module.robust_failures(ledger["claims"])]
-
-
 def failing_consistency_checks(ledger: dict) -> list:
     return [(c["id"], c["verdict"], c["why"]) for c in ledger["claims"]
             if c["kind"] == "consistency" and c["verdict"] != "reproduced"]
+
+
+def robust_outcomes(ledger: dict) -> dict:
+    """Each robust prediction and bound of a run: ``holds`` or ``fails`` (:func:`ledger.robust_failures`). A robust
+    consistency check is not here: its failure is a bug, asserted at every seed."""
+    failing = {c["id"] for c in ledger_module.robust_failures(ledger["claims"])}
+    return {c["id"]: "fails" if c["id"] in failing else "holds" for c in ledger["claims"]
+            if c["robust"] and c["kind"] != "consistency"}
+
+
+def seed_record_path(paper: str):
+    """``tests/references/<paper>.seeds.yaml``: the reviewed outcome of every robust prediction and bound at each
+    smoke seed that ``make check`` runs."""
+    return P.REFERENCE_DIR / f"{paper}.seeds.yaml"
+
+
+def seed_record(paper: str) -> dict:
+    """claim id -> {seed: holds | fails}, {} when there is no record yet."""
+    import yaml
+    path = seed_record_path(paper)
+    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.exists() else {}
+
+
+SEED_RECORD_HEADER = """\
+# The outcome of every robust prediction and bound of this chapter at each smoke seed that `make check` runs:
+# holds, or fails (a finding, shown on the page; never a reason to drop the flag). make check compares each
+# run with this record, so a new failure or a new pass is a reviewed change here. After reviewing one, write
+# the seed's outcomes with `PAPERLIB_UPDATE_SEED_RECORD=1 make check CHAPTER=<slug>`.
+"""
+
+
+def write_seed_record(paper: str, seed: int, outcomes: dict) -> None:
+    """Replace ``seed``'s outcomes in the record (under a file lock: two workers may write one chapter's seeds)."""
+    import fcntl
+
+    import yaml
+    path = seed_record_path(paper)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = seed_record(paper)
+        for claim_id in list(record):
+            record[claim_id].pop(seed, None)
+        for claim_id, outcome in outcomes.items():
+            record.setdefault(claim_id, {})[seed] = outcome
+        record = {k: dict(sorted(v.items())) for k, v in sorted(record.items()) if v}
+        path.write_text(SEED_RECORD_HEADER + yaml.safe_dump(record, default_flow_style=None, sort_keys=False),
+                        encoding="utf-8")
 
 
 def verdicts(ledger: dict) -> dict:

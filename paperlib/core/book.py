@@ -109,7 +109,7 @@ def seed_table_markdown(point: dict) -> str:
     measured value (median with range)."""
     from paperlib.core.sweep import _fmt
     lines = [f"**Across seeds** ({', '.join(map(str, point['seeds']))}): each claim's verdict over the seeds, "
-             "under the rule in the README (inconclusive runs kept apart).", "",
+             f"under the rule in the README (inconclusive runs kept apart). {robust_headline([point])}.", "",
              "| claim | kind | verdict over seeds | pass fraction | inconclusive | median measured [min, max] |",
              "|---|---|---|---|---|---|"]
     for claim_id, c in point["claims"].items():
@@ -156,8 +156,22 @@ def seed_headline(points: list[dict]) -> str:
     return f"{every} of {len(verdicts)} predictions reproduced in every seed" + (f" ({detail})" if detail else "")
 
 
+def robust_headline(points: list[dict]) -> str:
+    """"2 of 53 robust predictions failed at some seed (`E1-rank-gap` at seed 1, ...)": a robust prediction's
+    failure is counted, never retracted."""
+    robust = [(claim_id, c) for point in points for claim_id, c in point["claims"].items()
+              if c["kind"] == PREDICTION and c["robust"]]
+    failed = [(claim_id, c["robust_failed_seeds"]) for claim_id, c in robust if c.get("robust_failed_seeds")]
+    text = f"{len(failed)} of {len(robust)} robust predictions failed at some seed"
+    if failed:
+        text += " (" + ", ".join(f"`{claim_id}` at seed{'s' if len(seeds) > 1 else ''} "
+                                 f"{', '.join(map(str, seeds))}" for claim_id, seeds in failed) + ")"
+    return text
+
+
 KIND_PLURALS = {PREDICTION: "predictions", BOUND: "bounds", CONSISTENCY: "consistency checks"}
-VERDICT_CLASSES = {"reproduced": "ok", "not reproduced": "fail", "assumption not met": "unmet",
+VERDICT_CLASSES = {"reproduced": "ok", "not reproduced": "fail", "not discriminating": "weak",
+                   "no null or control": "unchecked", "assumption not met": "unmet",
                    "inconclusive": "undecided", "no verdict": "none"}
 
 
@@ -236,7 +250,8 @@ def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None, 
                  f"Preset `{ledger['preset']}`, seed {ledger['seed']}, {ledger['device']}, "
                  f"run time {ledger['runtime_s']:.0f} s: {headline(ledger['claims'])}."]
         if point:
-            lines.append(f"Over seeds {', '.join(map(str, point['seeds']))}: {seed_headline([point])}.")
+            lines.append(f"Over seeds {', '.join(map(str, point['seeds']))}: {seed_headline([point])}; "
+                         f"{robust_headline([point])}.")
         status = (full or {}).get(ledger["paper"])
         if status:
             lines.append(f"At `full`, {published.describe_run(status['provenance'])}: {status['ledger']['headline']}."
@@ -248,7 +263,8 @@ def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None, 
     every = [c for ledger in ledgers for c in ledger["claims"]]
     head = f"Over {len(ledgers)} chapter{'s' if len(ledgers) != 1 else ''}, seed 0: {headline(every)}."
     if aggregates:
-        head += f" Over seeds: {seed_headline(list(aggregates.values()))}."
+        head += (f" Over seeds: {seed_headline(list(aggregates.values()))}; "
+                 f"{robust_headline(list(aggregates.values()))}.")
     table = ("## Every claim\n\nChoose a chapter, a kind or a verdict to narrow the table; a claim's id "
              "opens its row in the chapter's Verdicts, with the prediction, the measurement and the reason.\n\n"
              + claims_filter_table_html(ledgers, aggregates, full))

@@ -91,7 +91,8 @@ def open_chapter(paper: str, namespace: dict) -> Chapter:
     P = params.resolve(paper, namespace)
     seed_everything(P.seed)
     device = devices.pick_device(P.device)
-    ledger = Ledger(paper, P, device=devices.describe(device), declared=declared_claims(paper))
+    ledger = Ledger(paper, P, device=devices.describe(device), declared=declared_claims(paper),
+                    control_of=controls.control_of(paper))
     plotting.use_style()
     show_claims_under_each_cell(ledger)
     # with `sections` set, the cells of the other sections do not run; unset, nothing is installed

@@ -43,6 +43,17 @@ def is_covered(claim_id: str, flips: set, smoke_ids: set) -> bool:
     return claim_id not in smoke_ids and _sizes_blanked(claim_id) in {_sizes_blanked(flip) for flip in flips}
 
 
+def control_of(paper: str, smoke_ids: set | None = None):
+    """A function: claim id -> the name of the first control that flips it (:func:`is_covered`), or None. The
+    ledger judges a passing prediction with no null in the run by it."""
+    flipping = [(control["name"], set(control.get("flips", []))) for control in load(paper)]
+    smoke_ids = smoke_claim_ids(paper) if smoke_ids is None else smoke_ids
+
+    def find(claim_id: str) -> str | None:
+        return next((name for name, flips in flipping if is_covered(claim_id, flips, smoke_ids)), None)
+    return find
+
+
 def coverage_markdown(paper: str, claims: list[dict], smoke_ids: set | None = None) -> str:
     """Markdown: how many of the run's predictions a control flips, which it leaves uncovered, and (a list, with
     the reasons) which held against a control predicted to break them. ``smoke_ids``: the claims of the smoke

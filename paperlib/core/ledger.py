@@ -23,7 +23,14 @@ Verdicts, in the order they are decided:
    scale (the prediction is still evaluated and reported in ``why``);
 2. ``inconclusive``: the measurement is missing or not finite, or the caller
    says there is too little data to decide;
-3. ``reproduced`` / ``not reproduced``: the check passes or fails.
+3. ``not reproduced``: the check fails;
+4. for a prediction whose check passes, the evidence that the check can fail on a model without the
+   effect decides: ``reproduced`` when the run's *null* (the same measurement on the model, data or
+   network that the paper's own argument says should not show the effect, ``null=``) fails the same
+   check, or, where the run has no null, when a control of ``controls.yaml`` flips the claim;
+   ``not discriminating`` when the null passes too; ``no null or control`` when there is neither
+   (shown as exploratory, never counted as reproduced). For a bound or a consistency check,
+   ``reproduced`` (it holds, it passes).
 """
 
 from __future__ import annotations
@@ -40,8 +47,9 @@ from pathlib import Path
 
 import numpy as np
 
-VERDICTS = ("reproduced", "not reproduced", "assumption not met", "inconclusive", "no verdict")
-REPRODUCED, NOT_REPRODUCED, ASSUMPTION_NOT_MET, INCONCLUSIVE, NO_VERDICT = VERDICTS
+VERDICTS = ("reproduced", "not reproduced", "not discriminating", "no null or control", "assumption not met",
+            "inconclusive", "no verdict")
+REPRODUCED, NOT_REPRODUCED, NOT_DISCRIMINATING, NO_NULL, ASSUMPTION_NOT_MET, INCONCLUSIVE, NO_VERDICT = VERDICTS
 KINDS = ("prediction", "bound", "consistency", "exploratory")
 PREDICTION, BOUND, CONSISTENCY, EXPLORATORY = KINDS
 
@@ -185,10 +193,14 @@ def _is_finite(measured) -> bool:
 
 
 def compute_verdict(measured, predicted, check: Check, assumption_met: bool = True,
-                    enough_data: bool = True) -> tuple[str, bool | None]:
+                    enough_data: bool = True, *, null_passes: bool | None = None,
+                    controlled: bool = True) -> tuple[str, bool | None]:
     """Return (verdict, prediction_holds) for one claim.
 
-    ``prediction_holds`` is None when the measurement cannot be compared.
+    ``prediction_holds`` is None when the measurement cannot be compared. ``null_passes``: whether the
+    run's null passes the same check (None: no null, or none measured); ``controlled``: whether a control
+    flips the claim. Both matter only to a prediction whose check passes (see the module docstring); a
+    bound or a consistency check passes ``null_passes=None, controlled=True``.
     """
     if not _is_finite(measured) or (check.kind != "within" and not _is_finite(predicted)):
         return INCONCLUSIVE, None
@@ -197,7 +209,11 @@ def compute_verdict(measured, predicted, check: Check, assumption_met: bool = Tr
         return ASSUMPTION_NOT_MET, holds
     if not enough_data:
         return INCONCLUSIVE, holds
-    return (REPRODUCED if holds else NOT_REPRODUCED), holds
+    if not holds:
+        return NOT_REPRODUCED, holds
+    if null_passes is not None:
+        return (NOT_DISCRIMINATING if null_passes else REPRODUCED), holds
+    return (REPRODUCED if controlled else NO_NULL), holds
 
 
 def _fmt(value) -> str:
@@ -230,7 +246,7 @@ class Claim(dict):
         pass
 
 
-DECLARED_FIELDS = ("source", "statement", "kind", "robust", "note", "paper_value", "check")
+DECLARED_FIELDS = ("source", "statement", "kind", "robust", "note", "paper_value", "check", "null_model")
 
 
 def claims_file(paper: str, package_dir: Path | None = None) -> Path:
@@ -274,8 +290,10 @@ class Ledger:
     """Collects the claims of one chapter and writes them as JSON."""
 
     def __init__(self, paper: str, params, seed: int | None = None, device: str = "cpu",
-                 declared: dict | None = None):
+                 declared: dict | None = None, control_of=None):
         self.paper = paper
+        # claim id -> the name of the control (controls.yaml) that flips it, or None
+        self.control_of = control_of or (lambda claim_id: None)
         self.params = params
         self.seed = seed if seed is not None else params.values.get("seed")
         self.device = device
@@ -308,6 +326,9 @@ class Ledger:
             declared = dict(declared, statement=declared["statement"].format(**fill))
         elif isinstance(declared.get("robust"), dict):
             raise ValueError(f"claim {claim_id!r}: claims.yaml declares robustness per member; give fill=")
+        if given.get("note") and declared.get("note"):  # a standing note, then what the run adds to it
+            given = dict(given, note=declared["note"] + " " + given["note"])
+            declared = {name: value for name, value in declared.items() if name != "note"}
         twice = sorted(name for name, value in given.items() if value is not None and name in declared)
         if twice:
             raise ValueError(f"claim {claim_id!r}: {', '.join(twice)} declared in claims.yaml and given again here; "
@@ -323,7 +344,8 @@ class Ledger:
     def record(self, claim_id: str, source: str | None = None, statement: str | None = None, *,
                kind: str | None = None, measured, predicted, check: Check | None = None, paper_value=None,
                assumption: tuple[bool, str] | None = None, enough_data: tuple[bool, str] | None = None,
-               robust: bool | None = None, note: str | None = None, fill: dict | None = None) -> dict:
+               robust: bool | None = None, note: str | None = None, fill: dict | None = None,
+               null=None) -> dict:
         """Record one claim and compute its verdict.
 
         ``kind`` is ``"prediction"``, ``"bound"`` or ``"consistency"`` (see the module
@@ -335,9 +357,14 @@ class Ledger:
         the values of a declared template's placeholders; the statement quotes a declared check's threshold as
         ``{check.atol}`` and the like, so that the text and the check cannot differ). A check that depends
         on a preset parameter or on the run is given here.
+
+        ``null``: for a prediction, the same measurement on the run's null (the model the paper's argument
+        says should not show the effect), judged by the same check; what the null is, is declared in
+        claims.yaml (``null_model:``), or given here as ``null=(value, description)``.
         """
+        null_value, null_text = null if isinstance(null, tuple) else (null, None)
         claim_id, facts = self._facts(claim_id, fill, source=source, statement=statement, kind=kind, robust=robust,
-                                      note=note, paper_value=paper_value, check=check)
+                                      note=note, paper_value=paper_value, check=check, null_model=null_text)
         source, statement, kind, check = facts["source"], facts["statement"], facts.get("kind"), facts.get("check")
         if check is None:
             raise ValueError(f"claim {claim_id!r}: no check; declare it in claims.yaml or pass check=")
@@ -348,16 +375,34 @@ class Ledger:
                              f"got {kind!r} (a measurement without a verdict is recorded with observe())")
         if kind == BOUND and assumption is None:
             raise ValueError(f"claim {claim_id!r}: a bound carries its assumption check (pass assumption=)")
+        null_text = facts.get("null_model")
+        if (null_text is None) != (null is None):
+            raise ValueError(f"claim {claim_id!r}: " + ("null= is given but nothing says what the null is; declare "
+                             "null_model: in claims.yaml or pass null=(value, description)" if null_text is None else
+                             "claims.yaml declares a null; pass its measurement as null="))
+        if null is not None and kind != PREDICTION:
+            raise ValueError(f"claim {claim_id!r}: only a prediction has a null (this is a {kind})")
         assumption_met, assumption_text = assumption if assumption else (True, "")
         enough, enough_text = enough_data if enough_data else (True, "")
-        verdict, holds = compute_verdict(measured, predicted, check, bool(assumption_met), bool(enough))
+        null_passes = None
+        if null is not None and (check.kind == "within" or _is_finite(predicted)) and _is_finite(null_value):
+            null_passes = check.passes(null_value, predicted)
+        control = self.control_of(claim_id) if kind == PREDICTION else None
+        verdict, holds = compute_verdict(measured, predicted, check, bool(assumption_met), bool(enough),
+                                         null_passes=null_passes if kind == PREDICTION else None,
+                                         controlled=kind != PREDICTION or control is not None)
         why = self._explain(verdict, holds, measured, predicted, check, assumption_text, enough_text)
+        if kind == PREDICTION:
+            why = (why + " " + self._evidence_text(verdict, null_value, null_text, null_passes, control)).strip()
         entry = {
             "id": claim_id, "kind": kind, "source": source, "statement": statement,
             "predicted": _jsonable(predicted), "measured": _jsonable(measured),
             "paper_value": _jsonable(paper_value), "tolerance": check.describe(predicted),
             "check": {"kind": check.kind, "rtol": check.rtol, "atol": check.atol,
                       "low": _jsonable(check.low), "high": _jsonable(check.high)},
+            "null": None if null is None else {"description": null_text, "measured": _jsonable(null_value),
+                                               "passes": null_passes},
+            "control": control,
             "verdict": verdict, "prediction_holds": holds, "robust": bool(robust),
             "why": (why + (" " + note if note else "")).strip(), "section": self.section,
         }
@@ -405,6 +450,26 @@ class Ledger:
             reason = enough_text or "the measurement is missing or not finite"
             return f"Inconclusive: {reason}. {comparison}"
         return comparison
+
+    @staticmethod
+    def _evidence_text(verdict, null_value, null_text, null_passes, control) -> str:
+        """What shows that the prediction's check can fail: its null's result, or the control that flips it."""
+        if null_text is not None:
+            if null_passes is None:
+                null_result = f"Null ({null_text}): nothing measured."
+            else:
+                null_result = f"Null ({null_text}): measured {_fmt(null_value)}, which " + (
+                    "passes the same check" if null_passes else "fails the same check") + "."
+            if verdict == NOT_DISCRIMINATING:
+                return null_result + " Not discriminating: the check does not tell the effect from its absence."
+            if null_passes is not None or control is None:
+                return null_result + ("" if verdict != NO_NULL else " No control flips it either: exploratory.")
+        if control is not None:
+            return f"No null in the run; the control `{control}` flips it."
+        if verdict == NO_NULL:
+            return ("No null in the run and no control that flips it, so nothing shows the check can fail: "
+                    "exploratory, not counted as reproduced.")
+        return ""
 
     # -- summaries
     def counts(self) -> dict:
@@ -460,6 +525,7 @@ class Ledger:
 
 
 VERDICT_MARK = {"reproduced": "reproduced", "not reproduced": "**not reproduced**",
+                "not discriminating": "*not discriminating*", "no null or control": "*no null or control*",
                 "assumption not met": "*assumption not met*", "inconclusive": "*inconclusive*",
                 "no verdict": "no verdict"}
 # the verdict's word for each kind: a bound holds or fails, a consistency check passes or fails
@@ -490,13 +556,17 @@ def kind_counts(claims: list[dict]) -> dict:
 
 
 def headline(claims: list[dict]) -> str:
-    """"38 of 44 predictions reproduced (4 not reproduced, 2 inconclusive); 9 of 12 bounds
+    """"30 of 44 predictions reproduced and beat their null or a control (4 not reproduced, 3 not
+    discriminating, 5 with no null or control, 2 inconclusive); 9 of 12 bounds
     hold (7 with their assumptions met); 21 of 21 consistency checks pass; 3 exploratory
     measurements". Only predictions count as reproductions."""
     c = kind_counts(claims)
     p, b, k = c[PREDICTION], c[BOUND], c[CONSISTENCY]
-    rest = [f"{p[v]} {v}" for v in (NOT_REPRODUCED, ASSUMPTION_NOT_MET, INCONCLUSIVE) if p[v]]
-    parts = [f"{p[REPRODUCED]} of {p['total']} predictions reproduced" + (f" ({', '.join(rest)})" if rest else "")]
+    words = {NO_NULL: "with no null or control"}
+    rest = [f"{p[v]} {words.get(v, v)}" for v in (NOT_REPRODUCED, NOT_DISCRIMINATING, NO_NULL, ASSUMPTION_NOT_MET,
+                                                   INCONCLUSIVE) if p[v]]
+    parts = [f"{p[REPRODUCED]} of {p['total']} predictions reproduced and beat their null or a control"
+             + (f" ({', '.join(rest)})" if rest else "")]
     if b["total"]:
         undecided = f", {b[INCONCLUSIVE]} inconclusive" if b[INCONCLUSIVE] else ""
         parts.append(f"{b['holds']} of {b['total']} bounds hold ({b[REPRODUCED]} with their assumptions met{undecided})")
@@ -542,11 +612,17 @@ def claims_table_markdown(claims: list[dict]) -> str:
             paper_value = c.get("paper_value")
             statement = plain(c["statement"]) + (f" (paper: {_fmt(paper_value)})" if paper_value is not None else "")
             cells = [f'<span id="{claim_anchor(c["id"])}"></span>`{c["id"]}` ({c["source"]})', statement,
-                     _fmt(c["predicted"]), _fmt(c["measured"]), accepted_range(c), verdict_word(c)]
+                     _fmt(c["predicted"]), measured_text(c), accepted_range(c), verdict_word(c)]
             lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
         blocks.append("\n".join(lines))
     reasons = [f"- `{c['id']}` ({verdict_word(c)}): {plain(c['why']) if c['why'] else '-'}" for c in claims]
     return "\n\n".join(blocks + ["**Why each verdict**\n\n" + "\n".join(reasons)])
+
+
+def measured_text(claim: dict) -> str:
+    """The measurement, and its null's beside it: "0.91 (null 0.12)"."""
+    null = claim.get("null")
+    return _fmt(claim["measured"]) + (f" (null {_fmt(null['measured'])})" if null else "")
 
 
 def _number(value) -> float:
@@ -582,7 +658,7 @@ def cell_claims_markdown(claims: list[dict]) -> str:
     header = ["claim", "predicted", "measured", "accepted", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in claims:
-        cells = [f"`{c['id']}`", _fmt(c["predicted"]), _fmt(c["measured"]), accepted_range(c), verdict_word(c)]
+        cells = [f"`{c['id']}`", _fmt(c["predicted"]), measured_text(c), accepted_range(c), verdict_word(c)]
         lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
     return "\n".join(lines)
 
@@ -591,7 +667,8 @@ def robust_failures(claims: list[dict]) -> list[dict]:
     """Claims marked robust (they should hold at every seed and preset) that do not hold
     here: neither reproduced nor an unmet assumption with the prediction holding."""
     return [c for c in claims if c["robust"]
-            and not (c["verdict"] in (REPRODUCED, ASSUMPTION_NOT_MET) and c["prediction_holds"])]
+            and not (c["verdict"] in (REPRODUCED, ASSUMPTION_NOT_MET, NOT_DISCRIMINATING, NO_NULL)
+                     and c["prediction_holds"])]
 
 
 def findings_markdown(claims: list[dict], preset, seed) -> str:
@@ -607,6 +684,8 @@ def findings_markdown(claims: list[dict], preset, seed) -> str:
         ("Robust claims that do not hold at this seed (a finding: they are expected to hold at every seed)",
          robust_failures(claims)),
         ("Predictions not reproduced", [c for c in claims if c["kind"] == PREDICTION and c["verdict"] == NOT_REPRODUCED]),
+        ("Predictions that do not discriminate (their null passes the same check)",
+         [c for c in claims if c["verdict"] == NOT_DISCRIMINATING]),
         ("Predictions whose assumption is not met", [c for c in claims if c["kind"] == PREDICTION
                                                      and c["verdict"] == ASSUMPTION_NOT_MET]),
         ("Bounds that fail", [c for c in claims if c["kind"] == BOUND and c["prediction_holds"] is False]),
@@ -618,6 +697,11 @@ def findings_markdown(claims: list[dict], preset, seed) -> str:
     for title, selected in groups:
         if selected:
             sections.append(f"**{title}** ({len(selected)}):\n\n{items(selected)}")
+    unchecked = [c["id"] for c in claims if c["verdict"] == NO_NULL]
+    if unchecked:
+        sections.append(f"**Predictions that pass with no null in the run and no control that flips them** "
+                        f"({len(unchecked)}; exploratory until one is added): "
+                        + ", ".join(f"`{claim_id}`" for claim_id in unchecked) + ".")
     return "\n\n".join(sections)
 
 

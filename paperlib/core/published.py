@@ -85,7 +85,16 @@ def full_status(paper: str, full_dir: Path | None = None, reference_dir: Path | 
     known = provenance.get("declared_claims", claim_statements(result["ledger"]))
     declared_since = [i for i in declared_ids(paper) if i not in known]
     changes = staleness(provenance, current_smoke_claims(paper, reference_dir), declared_since)
+    changes["reclassified"] = reclassified(result["ledger"], load_ledger((reference_dir or REFERENCE_DIR) / f"{paper}.json"))
     return dict(result, changes=changes, stale=is_stale(changes))
+
+
+def reclassified(full_ledger: dict, smoke_ledger: dict) -> list:
+    """Claims of both runs whose kind or robust flag differ: a published ledger keeps the flags of its run, so a
+    flag restored or a kind changed since makes it stale."""
+    now = {c["id"]: (c["kind"], bool(c.get("robust"))) for c in smoke_ledger["claims"]}
+    return sorted(c["id"] for c in full_ledger["claims"]
+                  if c["id"] in now and (c["kind"], bool(c.get("robust"))) != now[c["id"]])
 
 
 def describe_run(provenance: dict) -> str:

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paperlib.core import params as P
-from paperlib.core.ledger import ASSUMPTION_NOT_MET, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, validate_ledger
+from paperlib.core.ledger import (ASSUMPTION_NOT_MET, INCONCLUSIVE, NO_NULL, NOT_DISCRIMINATING, NOT_REPRODUCED,
+                                  REPRODUCED, robust_failures, validate_ledger)
 
 RUN_TIMEOUT_S = 3600.0
 #: a run's statuses that leave no result to use (see :func:`execute`)
@@ -289,7 +290,7 @@ def sweep(runs: list[RunSpec], out_dir: str | os.PathLike, *, workers: int | Non
 
 # --- the aggregate ------------------------------------------------------------------
 
-DECIDED = (REPRODUCED, NOT_REPRODUCED, ASSUMPTION_NOT_MET)
+DECIDED = (REPRODUCED, NOT_REPRODUCED, NOT_DISCRIMINATING, NO_NULL, ASSUMPTION_NOT_MET)
 
 
 AGGREGATE_WORDS = {"prediction": ("reproduced", "not reproduced"), "bound": ("holds", "fails"),
@@ -300,7 +301,8 @@ def aggregate_verdict(counts: dict, kind: str = "prediction") -> str:
     """The verdict of a claim over seeds, inconclusive runs kept apart:
     ``reproduced in every seed`` when every decided run reproduced it, ``reproduced in most
     seeds`` when more than half did, ``assumption not met in every seed`` when no decided run
-    met it, ``not reproduced`` otherwise, and ``inconclusive in every seed`` when no run decided
+    met it, ``not discriminating in every seed`` or ``no null or control`` when every decided run
+    said so, ``not reproduced`` otherwise, and ``inconclusive in every seed`` when no run decided
     (a bound ``holds`` or ``fails``, a consistency check ``passes`` or ``fails``)."""
     success, failure = AGGREGATE_WORDS[kind]
     decided = sum(counts.get(v, 0) for v in DECIDED)
@@ -313,6 +315,10 @@ def aggregate_verdict(counts: dict, kind: str = "prediction") -> str:
         return f"{success} in most seeds"
     if counts.get(ASSUMPTION_NOT_MET, 0) == decided:
         return "assumption not met in every seed"
+    if counts.get(NOT_DISCRIMINATING, 0) == decided:
+        return "not discriminating in every seed"
+    if counts.get(NO_NULL, 0) == decided:
+        return "no null or control"
     return failure
 
 
@@ -345,7 +351,9 @@ def aggregate_point(ledgers: list[dict]) -> dict:
                 "kind": claim["kind"], "source": claim["source"], "statement": claim["statement"],
                 "robust": claim["robust"], "predicted": claim["predicted"], "check": claim.get("check"),
                 "tolerance": claim.get("tolerance"), "seeds": [], "verdicts": [],
-                "measured": []})
+                "measured": [], "robust_failed_seeds": []})
+            if claim.get("robust") and robust_failures([claim]):
+                entry["robust_failed_seeds"].append(ledger["seed"])
             entry["seeds"].append(ledger["seed"])
             entry["verdicts"].append(claim["verdict"])
             entry["measured"].append(claim["measured"])

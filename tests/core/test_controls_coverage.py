@@ -41,3 +41,11 @@ def test_a_claim_that_held_against_a_control_is_named_as_weaker_evidence(monkeyp
     uncovered = text[text.index("The other 2 have no control that flips them yet"):text.index("These held")]
     assert "`fig2-contour-softplus-n20`" in uncovered and "`plain-claim`" in uncovered
     assert "`fig2-contour-relu-n20`" not in uncovered
+
+
+def test_the_ledger_learns_which_control_flips_a_claim(monkeypatch):
+    """control_of names the control that the ledger credits with a passing prediction that has no null."""
+    monkeypatch.setattr(controls, "load", lambda paper: [{"name": "a", "flips": ["x"]},
+                                                         {"name": "b", "flips": ["fig2-relu-n20", "x"]}])
+    control_of = controls.control_of("any", smoke_ids={"x", "fig2-relu-n20", "y"})
+    assert [control_of(i) for i in ("x", "fig2-relu-n20", "fig2-relu-n100", "y")] == ["a", "b", "b", None]

@@ -10,9 +10,10 @@ from paperlib.core import ledger as L
 from paperlib.core.params import Params
 
 
-def make_ledger():
+def make_ledger(control="a-control"):
+    """A ledger where a control flips every prediction (``control=None``: none does)."""
     params = Params(paper="demo", values={"preset": "smoke", "seed": 3}, overrides={})
-    return L.Ledger("demo", params)
+    return L.Ledger("demo", params, control_of=lambda claim_id: control)
 
 
 def test_close_check_bounds():
@@ -100,7 +101,8 @@ def test_table_and_summary():
     ledger = make_ledger()
     ledger.record("a", "Thm", "s", kind="prediction", measured=0.2066, predicted=0.207, paper_value=0.207, check=L.close(atol=5e-4))
     assert "0.207" in ledger.table_markdown() and "reproduced" in ledger.table_markdown()
-    assert ledger.summary() == "At the `smoke` preset, seed 3: 1 of 1 predictions reproduced"
+    assert ledger.summary() == ("At the `smoke` preset, seed 3: 1 of 1 predictions reproduced and beat their null "
+                                "or a control")
 
 
 # Each check with non-zero tolerances, probed just inside and just outside both ends of its
@@ -165,7 +167,8 @@ def mixed_ledger():
 
 def test_headline_counts_only_predictions_as_reproductions():
     assert L.headline(mixed_ledger().claims) == (
-        "1 of 3 predictions reproduced (1 not reproduced, 1 inconclusive); 2 of 3 bounds hold "
+        "1 of 3 predictions reproduced and beat their null or a control (1 not reproduced, 1 inconclusive); "
+        "2 of 3 bounds hold "
         "(1 with their assumptions met); 1 of 1 consistency checks pass; 1 exploratory measurements")
 
 
@@ -295,7 +298,7 @@ DECLARED = {"rate": {"source": "Theorem 2", "statement": "The residual contracts
 
 def declared_ledger():
     params = Params(paper="demo", values={"preset": "smoke", "seed": 3}, overrides={})
-    return L.Ledger("demo", params, declared=DECLARED)
+    return L.Ledger("demo", params, declared=DECLARED, control_of=lambda claim_id: "a-control")
 
 
 def test_a_declared_claim_is_recorded_with_only_its_measurement():
@@ -386,7 +389,8 @@ def test_a_declared_check_decides_and_its_threshold_is_quoted_by_the_statement(t
     monkeypatch.setattr(L, "claims_file", lambda paper, package_dir=None: path)
     declared = L.declared_claims("demo")
     assert declared["exact"]["check"] == L.at_most(atol=1e-9)
-    ledger = L.Ledger("demo", Params(paper="demo", values={"preset": "smoke", "seed": 0}, overrides={}), declared=declared)
+    ledger = L.Ledger("demo", Params(paper="demo", values={"preset": "smoke", "seed": 0}, overrides={}), declared=declared,
+                      control_of=lambda claim_id: "a-control")
     gap = ledger.record("gap", measured=2.5, predicted=None)
     assert gap["statement"] == "s_1/s_2 >= 3 (largest inf)." and gap["verdict"] == "not reproduced"
     assert gap["check"]["low"] == 3.0 and ledger.check_of("gap") == L.within(3.0, math.inf)
@@ -456,3 +460,58 @@ def test_compare_command_can_require_identical_ledgers(tmp_path, capsys):
     assert main(["compare", str(paths[0]), str(paths[2]), "--require-identical"]) == 1
     assert main(["compare", str(paths[0]), str(paths[2])]) == 0
     assert "1 differ in another field" in capsys.readouterr().out
+
+
+def test_a_passing_prediction_is_reproduced_only_if_its_null_fails_or_a_control_flips_it():
+    ledger = make_ledger(control=None)
+    beats = ledger.record("beats", "S", "s", kind="prediction", measured=0.9, predicted=1.0, check=L.within(0.8, math.inf),
+                          null=(0.3, "random labels"))
+    also = ledger.record("also", "S", "s", kind="prediction", measured=0.9, predicted=1.0, check=L.within(0.8, math.inf),
+                         null=(0.95, "random labels"))
+    alone = ledger.record("alone", "S", "s", kind="prediction", measured=0.9, predicted=1.0, check=L.within(0.8, math.inf))
+    fails = ledger.record("fails", "S", "s", kind="prediction", measured=0.1, predicted=1.0, check=L.within(0.8, math.inf),
+                          null=(0.95, "random labels"))
+    unmeasured = ledger.record("unmeasured", "S", "s", kind="prediction", measured=0.9, predicted=1.0,
+                               check=L.within(0.8, math.inf), null=(math.nan, "random labels"))
+    assert [c["verdict"] for c in (beats, also, alone, fails, unmeasured)] == [
+        L.REPRODUCED, L.NOT_DISCRIMINATING, L.NO_NULL, L.NOT_REPRODUCED, L.NO_NULL]
+    assert beats["null"] == {"description": "random labels", "measured": 0.3, "passes": False}
+    assert "fails the same check" in beats["why"] and "Not discriminating" in also["why"]
+    assert "exploratory" in alone["why"] and alone["control"] is None
+    controlled = make_ledger(control="no-clusters").record("c", "S", "s", kind="prediction", measured=0.9,
+                                                           predicted=1.0, check=L.within(0.8, math.inf))
+    assert controlled["verdict"] == L.REPRODUCED and "`no-clusters` flips it" in controlled["why"]
+    headline = L.headline(ledger.claims)
+    assert headline.startswith("1 of 5 predictions reproduced and beat their null or a control (1 not reproduced, "
+                               "1 not discriminating, 2 with no null or control)")
+    assert "(null 0.95)" in L.claims_table_markdown(ledger.claims)
+
+
+def test_a_null_is_described_once_and_only_a_prediction_has_one():
+    ledger = make_ledger()
+    with pytest.raises(ValueError, match="nothing says what the null is"):
+        ledger.record("x", "S", "s", kind="prediction", measured=1.0, predicted=1.0, check=L.at_most(1.0), null=0.5)
+    with pytest.raises(ValueError, match="only a prediction has a null"):
+        ledger.record("y", "S", "s", kind="consistency", measured=1.0, predicted=1.0, check=L.at_most(1.0),
+                      null=(0.5, "d"))
+    declared = L.Ledger("demo", ledger.params, declared={"z": {"source": "S", "statement": "s", "kind": "prediction",
+                                                               "null_model": "the initial network"}})
+    with pytest.raises(ValueError, match="declares a null; pass its measurement"):
+        declared.record("z", measured=1.0, predicted=1.0, check=L.at_most(1.0))
+    entry = declared.record("z", measured=1.0, predicted=1.0, check=L.close(atol=0.1), null=3.0)
+    assert entry["verdict"] == L.REPRODUCED and entry["null"]["description"] == "the initial network"
+
+
+def test_a_robust_prediction_that_holds_without_discriminating_is_not_a_robust_failure():
+    ledger = make_ledger(control=None)
+    ledger.record("p", "S", "s", kind="prediction", measured=0.9, predicted=1.0, check=L.within(0.8, math.inf), robust=True,
+                  null=(0.9, "d"))
+    ledger.record("q", "S", "s", kind="prediction", measured=0.1, predicted=1.0, check=L.within(0.8, math.inf), robust=True)
+    assert [c["id"] for c in L.robust_failures(ledger.claims)] == ["q"]
+
+
+def test_a_declared_standing_note_comes_before_the_runs_own():
+    ledger = L.Ledger("demo", Params(paper="demo", values={"preset": "smoke", "seed": 0}, overrides={}),
+                      declared={"n": {"source": "S", "statement": "s", "kind": "consistency", "note": "Standing."}})
+    entry = ledger.record("n", measured=0.0, predicted=0.0, check=L.at_most(1.0), note="From the run.")
+    assert entry["why"].endswith("Standing. From the run.")

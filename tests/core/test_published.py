@@ -12,10 +12,12 @@ from paperlib.core import published
 from paperlib.core.params import Params, REPO_ROOT
 
 
-def demo_ledger(preset: str, measured: float, statement: str = "below one", extra: bool = False) -> dict:
-    ledger = L.Ledger("demo", Params(paper="demo", values={"preset": preset, "seed": 0}, overrides={}))
+def demo_ledger(preset: str, measured: float, statement: str = "below one", extra: bool = False,
+                robust: bool = True) -> dict:
+    ledger = L.Ledger("demo", Params(paper="demo", values={"preset": preset, "seed": 0}, overrides={}),
+                      control_of=lambda claim_id: "a-control")
     ledger.record("p", "Thm 1", statement, kind="prediction", measured=measured, predicted=1.0,
-                  check=L.at_most(), robust=True)
+                  check=L.at_most(), robust=robust)
     if extra:
         ledger.record("q", "Thm 2", "only at full", kind="prediction", measured=2.0, predicted=1.0,
                       check=L.at_most(), robust=True)
@@ -42,15 +44,16 @@ def folders(tmp_path):
 
 def test_a_result_is_current_while_the_smoke_claims_are_those_of_its_run(folders):
     status = published.full_status("demo", *folders)
-    assert not status["stale"] and status["changes"] == {"added": [], "removed": [], "reworded": []}
+    assert not status["stale"] and status["changes"] == {"added": [], "removed": [], "reworded": [], "reclassified": []}
     assert published.full_status("other", *folders) is None
 
 
 @pytest.mark.parametrize("change, expected", [
-    (dict(statement="below two"), {"added": [], "removed": [], "reworded": ["p"]}),
-    (dict(extra=True), {"added": ["q"], "removed": [], "reworded": []}),
+    (dict(statement="below two"), {"added": [], "removed": [], "reworded": ["p"], "reclassified": []}),
+    (dict(extra=True), {"added": ["q"], "removed": [], "reworded": [], "reclassified": []}),
+    (dict(robust=False), {"added": [], "removed": [], "reworded": [], "reclassified": ["p"]}),
 ])
-def test_a_reworded_or_added_claim_makes_the_result_stale(folders, change, expected):
+def test_a_reworded_added_or_reflagged_claim_makes_the_result_stale(folders, change, expected):
     full_dir, reference_dir = folders
     (reference_dir / "demo.json").write_text(json.dumps(demo_ledger("smoke", 0.5, **change)))
     status = published.full_status("demo", full_dir, reference_dir)
@@ -77,7 +80,7 @@ def test_a_claim_declared_after_the_run_makes_the_result_stale(folders, monkeypa
     assert not published.full_status("demo", full_dir, reference_dir)["stale"]
     monkeypatch.setattr(published, "declared_ids", lambda paper: ["p", "q", "r"])
     status = published.full_status("demo", full_dir, reference_dir)
-    assert status["stale"] and status["changes"] == {"added": ["r"], "removed": [], "reworded": []}
+    assert status["stale"] and status["changes"] == {"added": ["r"], "removed": [], "reworded": [], "reclassified": []}
 
 
 def test_a_result_without_complete_provenance_is_refused(folders):

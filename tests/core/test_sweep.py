@@ -54,6 +54,9 @@ def test_aggregate_verdict_rule_keeps_inconclusive_apart():
     assert S.aggregate_verdict({"reproduced": 1, "not reproduced": 1}) == "not reproduced"
     assert S.aggregate_verdict({"assumption not met": 3}) == "assumption not met in every seed"
     assert S.aggregate_verdict({"inconclusive": 3}) == "inconclusive in every seed"
+    assert S.aggregate_verdict({"not discriminating": 3}) == "not discriminating in every seed"
+    assert S.aggregate_verdict({"no null or control": 2, "inconclusive": 1}) == "no null or control"
+    assert S.aggregate_verdict({"reproduced": 2, "not discriminating": 1}) == "reproduced in most seeds"
     assert S.aggregate_verdict({"reproduced": 3}, "bound") == "holds in every seed"
     assert S.aggregate_verdict({"reproduced": 1, "not reproduced": 2}, "consistency") == "fails"
 
@@ -71,7 +74,8 @@ def test_summary_is_median_range_and_percentile_bootstrap_interval():
 
 
 def hand_made_ledger(seed: int, measured: float, verdict_passes: bool) -> dict:
-    ledger = L.Ledger("demo", Params(paper="demo", values={"preset": "smoke", "seed": seed}, overrides={}))
+    ledger = L.Ledger("demo", Params(paper="demo", values={"preset": "smoke", "seed": seed}, overrides={}),
+                      control_of=lambda claim_id: "a-control")
     ledger.record("p", "Thm 1", "below one", kind="prediction", measured=measured, predicted=1.0,
                   check=L.at_most(), robust=True)
     ledger.record("c", "identity", "equal", kind="consistency", measured=1.0 if verdict_passes else 2.0,
@@ -96,6 +100,9 @@ def test_aggregate_counts_verdicts_and_summarises_measurements(tmp_path):
     assert p["aggregate"] == "reproduced in most seeds" and p["pass_fraction"] == pytest.approx(2 / 3)
     assert p["summary"]["median"] == 0.9 and p["predicted"] == 1.0
     assert c["aggregate"] == "passes in most seeds"
+    assert p["robust_failed_seeds"] == [2] and c["robust_failed_seeds"] == []
+    from paperlib.core import book
+    assert book.robust_headline([point]) == "1 of 1 robust predictions failed at some seed (`p` at seed 2)"
     assert [r["name"] for r in result["failed"]] == ["seed=3"]
     assert all(run.get("provenance", {}).get("seed") == run["seed"] for run in point["runs"][:3])
     markdown = S.report_markdown(result)

@@ -274,17 +274,25 @@ def depth_sweep(P, device) -> SimpleNamespace:
     out = SimpleNamespace(data=data, y_var=float(data.Y_test.var()), runs=[], ntk_top={}, log=[])
     depth_seeds = [derive_seed(P.seed, "A", s) for s in range(P.seeds)]
     decays = depth_weight_decays(P)
-    fits = df.train_adam_depths([init([data.X.shape[1]] + [P.width] * (depth - 1) + [data.Y.shape[1]], depth_seeds, device)
-                                 for depth in P.depths], data.X, data.Y, weight_decay=decays, steps=P.steps, lr=P.lr)
+    initial = [init([data.X.shape[1]] + [P.width] * (depth - 1) + [data.Y.shape[1]], depth_seeds, device)
+               for depth in P.depths]
+    # the null of the norm's slope: the same networks before training, which no penalty has shaped yet
+    initial_norms = [[float(df.weight_norm(df.select(layers, s))) for s in range(P.seeds)] for layers in initial]
+    # and of Corollary 8's layer count: the initial networks' representations, which nothing has compressed
+    initial_reps = [[[float(sv[k] / sv[0]) if len(sv) > k else 0.0
+                      for sv in rc.representation_singular_values(df.select(layers, s), data.X.double())]
+                     for s in range(P.seeds)] for layers in initial]
+    fits = df.train_adam_depths(initial, data.X, data.Y, weight_decay=decays, steps=P.steps, lr=P.lr)
     out.log.append(f"{len(P.depths)} depths x {P.seeds} seed{'s' if P.seeds != 1 else ''} trained in {fits[0].seconds:.1f} s")
     if P.weight_decay_depth_exponent != 0:
         out.log.append("λ by depth (weight_decay_depth_exponent = "
                        f"{P.weight_decay_depth_exponent:g}): " + ", ".join(f"L = {d}: {lam:.3g} (λL = {lam * d:.3g})"
                                                                        for d, lam in zip(P.depths, decays)))
-    for depth, fit in zip(P.depths, fits):
+    for depth, fit, norms, reps in zip(P.depths, fits, initial_norms, initial_reps):
         for s in range(P.seeds):
             out.runs.append(analyse(P, df.select(fit.layers, s), depth, s, fit.train_mse[s], data.X.double(), data.X_test,
                                     data.Y_test, k))
+            out.runs[-1].update(initial_weight_norm=norms[s], initial_reps=reps[s])
         last = out.runs[-P.seeds:]
         out.log.append(f"L = {depth:>2}: ranks {[r['rank'] for r in last]}, ‖W‖² {[round(r['weight_norm'], 2) for r in last]}, "
                        f"train MSE/Var {[round(r['train_mse'] / out.y_var, 4) for r in last]}")
@@ -313,8 +321,10 @@ def sweep_summary(P, sweep) -> SimpleNamespace:
     if len({r["depth"] for r in out.slope_runs}) >= 2:
         out.fit_slope, out.fit_intercept = np.polyfit([r["depth"] for r in out.slope_runs],
                                                       [r["weight_norm"] for r in out.slope_runs], 1)
+        out.initial_slope = float(np.polyfit([r["depth"] for r in out.slope_runs],
+                                             [r["initial_weight_norm"] for r in out.slope_runs], 1)[0])
     else:
-        out.fit_slope, out.fit_intercept = math.nan, math.nan
+        out.fit_slope, out.fit_intercept, out.initial_slope = math.nan, math.nan, math.nan
     out.c1_by_depth = {d: np.median([r["bounds"].c1[k] for r in rank_k if r["depth"] == d])
                        for d in sorted({r["depth"] for r in rank_k if r["depth"] >= 6})}
     c1_values = list(out.c1_by_depth.values())
@@ -328,6 +338,8 @@ def sweep_summary(P, sweep) -> SimpleNamespace:
                           for d in sorted({r["depth"] for r in out.deep})}
     out.to_one = {d: np.median([r["sv_to_one"] for r in rank_k if r["depth"] == d]) for d in sorted({r["depth"] for r in rank_k})}
     out.hidden_ratios = [ratio for r in rank_k for ratio in r["reps"][1:r["depth"] - 2]]
+    out.initial_hidden_ratios = [ratio for r in rank_k for ratio in r["initial_reps"][1:r["depth"] - 2]]
+    out.hidden_ratios_enough = hidden_layers_enough(rank_k, out.hidden_ratios)
     out.balance_k = max((r["balance"] for r in rank_k), default=math.nan)
     out.ntk_by_depth = {d: np.median([r["ntk_per_L"] for r in rank_k if r["depth"] == d])
                         for d in P.depths if any(r["depth"] == d for r in rank_k)}
@@ -509,3 +521,11 @@ def prop13_text() -> str:
     return (f"Prop. 13: log|J|_+ = {float(rc.log_pdet(J_a, 3)):.1e}, {float(rc.log_pdet(J_b, 3)):.1e}; nuclear norm of the "
             f"difference {float(torch.linalg.matrix_norm(J_a - J_b, ord='nuc')):.4f} (sqrt 2 = {math.sqrt(2):.4f}): a positive "
             "lower bound for any C-uniformly Lipschitz representation, which the diverging one escapes.")
+
+
+def hidden_layers_enough(rank_k: list, hidden_ratios: list) -> tuple[bool, str]:
+    """Whether Corollary 8's layer count has layers to count, and, if not, why: no run reached rank k*, or the
+    rank-k* runs are too shallow to have hidden layers between the first and the last two."""
+    if not rank_k:
+        return False, "no run reached rank k*"
+    return bool(hidden_ratios), "the rank-k* runs have no hidden layers"

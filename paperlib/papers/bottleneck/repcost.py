@@ -269,15 +269,22 @@ def corollary8_bound(layers: list, X: torch.Tensor, k: int, p: float = 0.5, slop
     c = float((deepfc.ntk_trace(layers, X, slope, biases=False) / L).mean())  # the hypothesis: (1/N) Tr Θ(X,X) <= cL
     c1 = float(deepfc.weight_norm(layers)) - k * L
     log_p = log_pdet(deepfc.jacobian(layers, X, slope), k)
-    if c1 - 2 * float(log_p.max()) <= 0:
-        return 0.0  # the square root's argument is not positive: the bound is 0
-    smallest_pdet = float(torch.exp(log_p).min())
-    if smallest_pdet == 0.0 or c1 / k > MAX_LOG_FLOAT64:
-        # |Jf(x)|_{+,k} below float64's range (a deep network at paper scale: first met at L = 40 on a
-        # GPU run at `full`), or e^{c1/k} above it: the bound is beyond float64, hence vacuous
-        return math.inf
-    inside = c * (c1 - 2 * float(log_p.max())) * math.exp(c1 / k) / (k * smallest_pdet ** (2.0 / k))
-    return math.sqrt(max(inside, 0.0)) / (p * math.sqrt(L))
+    return corollary8_value(c, c1, k, float(log_p.max()), float(log_p.min()), p, L)
+
+
+def corollary8_value(c: float, c1: float, k: int, log_pdet_max: float, log_pdet_min: float, p: float, L: int) -> float:
+    r""":math:`\sqrt{c\,(c_1 - 2\max\log|Jf|_{+,k})\,e^{c_1/k} / (k \min|Jf|_{+,k}^{2/k})} / (p\sqrt L)`, in logs:
+    :math:`\min|Jf|_{+,k}^{2/k}` underflows (rank 1 at ``default``: :math:`10^{-200}` squared) and :math:`e^{c_1/k}`
+    overflows long before the bound does. 0 where the square root's argument is not positive; inf where the bound
+    is beyond float64 (vacuous)."""
+    argument = c1 - 2 * log_pdet_max
+    if argument <= 0:
+        return 0.0
+    if c <= 0:  # c underflows with the weights that make |Jf| underflow: 0 times a vast factor is unknown (vacuous)
+        return 0.0 if (2.0 / k) * log_pdet_min > math.log(np.finfo(np.float64).tiny) else math.inf
+    log_inside = math.log(c) + math.log(argument) + c1 / k - math.log(k) - (2.0 / k) * log_pdet_min
+    log_bound = 0.5 * log_inside - math.log(p * math.sqrt(L))
+    return math.exp(log_bound) if log_bound < MAX_LOG_FLOAT64 else math.inf
 
 
 def representation_singular_values(layers: list, X: torch.Tensor, slope: float = 0.0) -> list:

@@ -61,3 +61,10 @@ def test_an_exponent_that_would_overflow_lambda_is_refused_by_name():
     assert P.validate("bottleneck", dict(smoke, weight_decay_depth_exponent=-16.0))["weight_decay_depth_exponent"] == -16.0
     with pytest.raises(P.ParameterError, match="weight_decay_depth_exponent"):
         P.validate("bottleneck", dict(smoke, weight_decay_depth_exponent=17.0))
+
+
+def test_corollary8_layer_count_says_why_it_has_no_layers():
+    """It said "no hidden layers" when no run had reached rank k* (true_rank 1 at default)."""
+    assert ex.hidden_layers_enough([], []) == (False, "no run reached rank k*")
+    assert ex.hidden_layers_enough([{"depth": 3}], []) == (False, "the rank-k* runs have no hidden layers")
+    assert ex.hidden_layers_enough([{"depth": 6}], [0.01, 0.02])[0]

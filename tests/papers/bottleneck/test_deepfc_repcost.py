@@ -659,3 +659,18 @@ def test_r_squared_centres_each_output_by_its_own_mean():
     expected = r2_score(target.numpy(), prediction.numpy(), multioutput="variance_weighted")
     assert rc.r_squared(prediction, target) == pytest.approx(expected, abs=rounding(1.0, terms=200))
     assert rc.r_squared(target.mean(0).expand_as(target), target) == pytest.approx(0.0, abs=rounding(1.0, terms=200))
+
+
+def test_corollary8_bound_survives_a_determinant_whose_power_underflows():
+    """bottleneck with true_rank 1 at default stopped with ZeroDivisionError: |Jf|_{+,1} of about 1e-200 is not 0,
+    but its square underflows. In logs the bound is finite, and equals the direct formula where that is finite."""
+    c, c1, k, p, L = 2.0, 30.0, 1, 0.5, 12
+    log_small = math.log(1e-200)
+    bound = rc.corollary8_value(c, c1, k, log_pdet_max=0.0, log_pdet_min=log_small, p=p, L=L)
+    expected = math.exp(0.5 * (math.log(c * c1) + c1 - 2 * log_small)) / (p * math.sqrt(L))
+    # exp of a log near 0.5 * 490 turns the log's rounding errors (a handful, at that scale) into relative ones
+    assert bound == pytest.approx(expected, rel=rounding(scale=490, terms=4))
+    direct = math.sqrt(c * c1 * math.exp(c1) / (1e-3) ** 2) / (p * math.sqrt(L))
+    assert rc.corollary8_value(c, c1, k, 0.0, math.log(1e-3), p, L) == pytest.approx(direct, rel=rounding(scale=50, terms=4))
+    assert rc.corollary8_value(c, c1, k, 0.0, -math.inf, p, L) == math.inf
+    assert rc.corollary8_value(c, c1=0.5, k=k, log_pdet_max=1.0, log_pdet_min=0.0, p=p, L=L) == 0.0

@@ -57,3 +57,14 @@ def test_the_mean_gram_approaches_its_expectation_as_draws_add_up(seed):
                                                       "width": 32, "gmm_n_mult": [10, 20]})
         errors.append(ex.kernel_concentration(P, ex.Mixture(P)).c1_error)
     assert errors[1] <= errors[0] / 2, errors
+
+
+def test_a_run_that_never_trained_is_not_logged_as_fine():
+    """The log said "diverged: False" for a network that ended at train error 0.88."""
+    never = SimpleNamespace(train_error=[0.9, 0.88], diverged=False, diverged_at=None)
+    assert ex.training_outcome(never, 0.0) == "did not fit its labels (train error 0.880 above 0.1)"
+    assert not ex.fits(never, 0.0)
+    assert ex.training_outcome(SimpleNamespace(train_error=[0.5, 0.15], diverged=False, diverged_at=None), 0.5) \
+        == "fitted its labels"
+    assert ex.training_outcome(SimpleNamespace(train_error=[0.5, 0.0], diverged=True, diverged_at=7), 0.0) \
+        == "diverged at epoch 7"

@@ -112,3 +112,10 @@ def test_new_geometry_control_moves_only_the_unseen_manifolds():
         a, b = getattr(same, track)("mix"), getattr(other, track)("mix")
         assert a["acc_test"] == b["acc_test"] and a["recovery"] == b["recovery"] and a["test"].rho == b["test"].rho
         assert not torch.equal(a["R_tf"], b["R_tf"])
+
+
+def test_variance_regulariser_note_names_no_values_of_a_regulariser_that_is_off():
+    off = ex.variance_regulariser_note(0.0, 0.31, [0.31, 0.29])
+    assert "variance_reg is 0" in off and "with it" not in off and "0.29" not in off
+    on = ex.variance_regulariser_note(0.5, 0.31, [0.42, 0.40])
+    assert on.startswith("Without V_reg ρ_test = 0.31; with it, over the mix seeds: 0.42, 0.40")
