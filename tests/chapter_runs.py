@@ -69,10 +69,10 @@ def failing_consistency_checks(ledger: dict) -> list:
 
 
 def robust_outcomes(ledger: dict) -> dict:
-    """Each robust prediction and bound of a run: ``holds`` or ``fails`` (:func:`ledger.robust_failures`). A robust
-    consistency check is not here: its failure is a bug, asserted at every seed."""
-    failing = {c["id"] for c in ledger_module.robust_failures(ledger["claims"])}
-    return {c["id"]: "fails" if c["id"] in failing else "holds" for c in ledger["claims"]
+    """Each robust prediction and bound of a run: ``holds``, ``fails`` or ``inconclusive``
+    (:func:`ledger.robust_outcome`). A robust consistency check is not here: its failure is a bug, asserted at
+    every seed."""
+    return {c["id"]: ledger_module.robust_outcome(c) for c in ledger["claims"]
             if c["robust"] and c["kind"] != "consistency"}
 
 
@@ -91,7 +91,7 @@ def seed_record(paper: str) -> dict:
 
 SEED_RECORD_HEADER = """\
 # The outcome of every robust prediction and bound of this chapter at each smoke seed that `make check` runs:
-# holds, or fails (a finding, shown on the page; never a reason to drop the flag). make check compares each
+# holds, fails or inconclusive (a failure is a finding, shown on the page; never a reason to drop the flag). make check compares each
 # run with this record, so a new failure or a new pass is a reviewed change here. After reviewing one, write
 # the seed's outcomes with `PAPERLIB_UPDATE_SEED_RECORD=1 make check CHAPTER=<slug>`.
 """

@@ -161,11 +161,18 @@ def robust_headline(points: list[dict]) -> str:
     failure is counted, never retracted."""
     robust = [(claim_id, c) for point in points for claim_id, c in point["claims"].items()
               if c["kind"] == PREDICTION and c["robust"]]
-    failed = [(claim_id, c["robust_failed_seeds"]) for claim_id, c in robust if c.get("robust_failed_seeds")]
+    def listed(key):
+        return [(claim_id, c[key]) for claim_id, c in robust if c.get(key)]
+
+    def where(items):
+        return ", ".join(f"`{claim_id}` at seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+                         for claim_id, seeds in items)
+    failed, undecided = listed("robust_failed_seeds"), listed("robust_undecided_seeds")
     text = f"{len(failed)} of {len(robust)} robust predictions failed at some seed"
     if failed:
-        text += " (" + ", ".join(f"`{claim_id}` at seed{'s' if len(seeds) > 1 else ''} "
-                                 f"{', '.join(map(str, seeds))}" for claim_id, seeds in failed) + ")"
+        text += f" ({where(failed)})"
+    if undecided:
+        text += f"; {len(undecided)} went undecided at some seed ({where(undecided)})"
     return text
 
 

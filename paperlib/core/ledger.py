@@ -29,7 +29,7 @@ Verdicts, in the order they are decided:
    network that the paper's own argument says should not show the effect, ``null=``) fails the same
    check, or, where the run has no null, when a control of ``controls.yaml`` flips the claim;
    ``not discriminating`` when the null passes too; ``no null or control`` when there is neither
-   (shown as exploratory, never counted as reproduced). For a bound or a consistency check,
+   (listed with the predictions, never counted as reproduced). For a bound or a consistency check,
    ``reproduced`` (it holds, it passes).
 """
 
@@ -89,6 +89,13 @@ class Check:
         low, high = self.bounds(predicted)
         values = np.atleast_1d(np.asarray(measured, dtype=float))
         return bool(np.all((values >= low) & (values <= high)))
+
+    def passes_anywhere(self, measured, predicted) -> bool:
+        """Whether some element passes: a null of several values (one per generator, say) tells the effect from
+        its absence only where every element fails, so a null "passes" as soon as one does."""
+        low, high = self.bounds(predicted)
+        values = np.atleast_1d(np.asarray(measured, dtype=float))
+        return bool(np.any((values >= low) & (values <= high)))
 
     def describe(self, predicted) -> str:
         if self.kind == "close":
@@ -386,7 +393,7 @@ class Ledger:
         enough, enough_text = enough_data if enough_data else (True, "")
         null_passes = None
         if null is not None and (check.kind == "within" or _is_finite(predicted)) and _is_finite(null_value):
-            null_passes = check.passes(null_value, predicted)
+            null_passes = check.passes_anywhere(null_value, predicted)
         control = self.control_of(claim_id) if kind == PREDICTION else None
         verdict, holds = compute_verdict(measured, predicted, check, bool(assumption_met), bool(enough),
                                          null_passes=null_passes if kind == PREDICTION else None,
@@ -463,12 +470,12 @@ class Ledger:
             if verdict == NOT_DISCRIMINATING:
                 return null_result + " Not discriminating: the check does not tell the effect from its absence."
             if null_passes is not None or control is None:
-                return null_result + ("" if verdict != NO_NULL else " No control flips it either: exploratory.")
+                return null_result + ("" if verdict != NO_NULL else " No control flips it either: not counted.")
         if control is not None:
             return f"No null in the run; the control `{control}` flips it."
         if verdict == NO_NULL:
             return ("No null in the run and no control that flips it, so nothing shows the check can fail: "
-                    "exploratory, not counted as reproduced.")
+                    "not counted as reproduced.")
         return ""
 
     # -- summaries
@@ -663,6 +670,14 @@ def cell_claims_markdown(claims: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def robust_outcome(claim: dict) -> str:
+    """``holds`` (its check passes, whatever its null; or it holds although an assumption is not met),
+    ``inconclusive`` (nothing decided it) or ``fails``."""
+    if claim["verdict"] == INCONCLUSIVE:
+        return "inconclusive"
+    return "holds" if claim not in robust_failures([claim]) else "fails"
+
+
 def robust_failures(claims: list[dict]) -> list[dict]:
     """Claims marked robust (they should hold at every seed and preset) that do not hold
     here: neither reproduced nor an unmet assumption with the prediction holding."""
@@ -700,7 +715,7 @@ def findings_markdown(claims: list[dict], preset, seed) -> str:
     unchecked = [c["id"] for c in claims if c["verdict"] == NO_NULL]
     if unchecked:
         sections.append(f"**Predictions that pass with no null in the run and no control that flips them** "
-                        f"({len(unchecked)}; exploratory until one is added): "
+                        f"({len(unchecked)}; not counted until one is added): "
                         + ", ".join(f"`{claim_id}`" for claim_id in unchecked) + ".")
     return "\n\n".join(sections)
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from paperlib.core import params as P
 from paperlib.core.ledger import (ASSUMPTION_NOT_MET, INCONCLUSIVE, NO_NULL, NOT_DISCRIMINATING, NOT_REPRODUCED,
-                                  REPRODUCED, robust_failures, validate_ledger)
+                                  REPRODUCED, robust_outcome, validate_ledger)
 
 RUN_TIMEOUT_S = 3600.0
 #: a run's statuses that leave no result to use (see :func:`execute`)
@@ -301,8 +301,9 @@ def aggregate_verdict(counts: dict, kind: str = "prediction") -> str:
     """The verdict of a claim over seeds, inconclusive runs kept apart:
     ``reproduced in every seed`` when every decided run reproduced it, ``reproduced in most
     seeds`` when more than half did, ``assumption not met in every seed`` when no decided run
-    met it, ``not discriminating in every seed`` or ``no null or control`` when every decided run
-    said so, ``not reproduced`` otherwise, and ``inconclusive in every seed`` when no run decided
+    met it; when every decided run passed its check but at most half discriminated, ``not discriminating in
+    every seed``, ``no null or control`` or ``passes, not discriminating in most seeds``; ``not reproduced``
+    otherwise, and ``inconclusive in every seed`` when no run decided
     (a bound ``holds`` or ``fails``, a consistency check ``passes`` or ``fails``)."""
     success, failure = AGGREGATE_WORDS[kind]
     decided = sum(counts.get(v, 0) for v in DECIDED)
@@ -315,10 +316,13 @@ def aggregate_verdict(counts: dict, kind: str = "prediction") -> str:
         return f"{success} in most seeds"
     if counts.get(ASSUMPTION_NOT_MET, 0) == decided:
         return "assumption not met in every seed"
-    if counts.get(NOT_DISCRIMINATING, 0) == decided:
-        return "not discriminating in every seed"
-    if counts.get(NO_NULL, 0) == decided:
-        return "no null or control"
+    if counts.get(NOT_REPRODUCED, 0) == 0 and counts.get(ASSUMPTION_NOT_MET, 0) == 0:
+        # every decided run passed its check, but too few of them discriminated
+        if counts.get(NOT_DISCRIMINATING, 0) == decided:
+            return "not discriminating in every seed"
+        if counts.get(NO_NULL, 0) == decided:
+            return "no null or control"
+        return "passes, not discriminating in most seeds"
     return failure
 
 
@@ -351,9 +355,11 @@ def aggregate_point(ledgers: list[dict]) -> dict:
                 "kind": claim["kind"], "source": claim["source"], "statement": claim["statement"],
                 "robust": claim["robust"], "predicted": claim["predicted"], "check": claim.get("check"),
                 "tolerance": claim.get("tolerance"), "seeds": [], "verdicts": [],
-                "measured": [], "robust_failed_seeds": []})
-            if claim.get("robust") and robust_failures([claim]):
-                entry["robust_failed_seeds"].append(ledger["seed"])
+                "measured": [], "robust_failed_seeds": [], "robust_undecided_seeds": []})
+            if claim.get("robust"):
+                outcome = robust_outcome(claim)
+                if outcome != "holds":
+                    entry["robust_failed_seeds" if outcome == "fails" else "robust_undecided_seeds"].append(ledger["seed"])
             entry["seeds"].append(ledger["seed"])
             entry["verdicts"].append(claim["verdict"])
             entry["measured"].append(claim["measured"])
@@ -362,7 +368,9 @@ def aggregate_point(ledgers: list[dict]) -> dict:
         decided = sum(counts.get(v, 0) for v in DECIDED)
         entry.update(counts=counts, runs=len(entry["verdicts"]), missing=len(ledgers) - len(entry["verdicts"]),
                      summary=summarise(entry["measured"]),
-                     pass_fraction=(counts.get(REPRODUCED, 0) / decided) if decided else None,
+                     # the fraction of decided runs whose check passed, whether or not its null discriminated
+                     pass_fraction=(sum(counts.get(v, 0) for v in (REPRODUCED, NOT_DISCRIMINATING, NO_NULL)) / decided)
+                     if decided else None,
                      inconclusive=counts.get(INCONCLUSIVE, 0))
         entry["aggregate"] = (aggregate_verdict(counts, entry["kind"]) if entry["kind"] != "exploratory"
                               else "no verdict")
@@ -442,6 +450,7 @@ def accepted_range(claim: dict) -> tuple[float, float] | None:
 
 
 VERDICT_STYLE = {REPRODUCED: ("o", "tab:green"), NOT_REPRODUCED: ("x", "tab:red"),
+                 NOT_DISCRIMINATING: ("^", "tab:olive"), NO_NULL: ("v", "tab:blue"),
                  ASSUMPTION_NOT_MET: ("s", "tab:orange"), INCONCLUSIVE: ("d", "tab:gray")}
 
 
@@ -492,7 +501,7 @@ def report_figure(result: dict, path: str | os.PathLike) -> Path | None:
     handles = [Line2D([], [], marker=m, color=c, ls="none", label=v) for v, (m, c) in VERDICT_STYLE.items()]
     handles += [Line2D([], [], color="k", ls="--", label="predicted"),
                 matplotlib.patches.Patch(color="tab:blue", alpha=0.12, label="accepted range")]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7, frameon=False)
     fig.suptitle(f"{result['paper']} at {result['preset']}: each prediction's measurement per seed", fontsize=9)
     fig.tight_layout(rect=(0, 0.04, 1, 0.97))
     fig.savefig(path, dpi=110)

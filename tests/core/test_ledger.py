@@ -477,7 +477,7 @@ def test_a_passing_prediction_is_reproduced_only_if_its_null_fails_or_a_control_
         L.REPRODUCED, L.NOT_DISCRIMINATING, L.NO_NULL, L.NOT_REPRODUCED, L.NO_NULL]
     assert beats["null"] == {"description": "random labels", "measured": 0.3, "passes": False}
     assert "fails the same check" in beats["why"] and "Not discriminating" in also["why"]
-    assert "exploratory" in alone["why"] and alone["control"] is None
+    assert "not counted as reproduced" in alone["why"] and alone["control"] is None
     controlled = make_ledger(control="no-clusters").record("c", "S", "s", kind="prediction", measured=0.9,
                                                            predicted=1.0, check=L.within(0.8, math.inf))
     assert controlled["verdict"] == L.REPRODUCED and "`no-clusters` flips it" in controlled["why"]
@@ -485,6 +485,10 @@ def test_a_passing_prediction_is_reproduced_only_if_its_null_fails_or_a_control_
     assert headline.startswith("1 of 5 predictions reproduced and beat their null or a control (1 not reproduced, "
                                "1 not discriminating, 2 with no null or control)")
     assert "(null 0.95)" in L.claims_table_markdown(ledger.claims)
+    # a null of several values discriminates only where every one of them fails
+    listed = ledger.record("listed", "S", "s", kind="prediction", measured=[0.9, 0.85], predicted=1.0,
+                           check=L.within(0.8, math.inf), null=([0.3, 0.9], "raw inputs"))
+    assert listed["verdict"] == L.NOT_DISCRIMINATING and listed["null"]["passes"] is True
 
 
 def test_a_null_is_described_once_and_only_a_prediction_has_one():
@@ -508,6 +512,9 @@ def test_a_robust_prediction_that_holds_without_discriminating_is_not_a_robust_f
                   null=(0.9, "d"))
     ledger.record("q", "S", "s", kind="prediction", measured=0.1, predicted=1.0, check=L.within(0.8, math.inf), robust=True)
     assert [c["id"] for c in L.robust_failures(ledger.claims)] == ["q"]
+    ledger.record("r", "S", "s", kind="prediction", measured=math.nan, predicted=1.0, check=L.within(0.8, math.inf),
+                  robust=True)
+    assert [L.robust_outcome(c) for c in ledger.claims] == ["holds", "fails", "inconclusive"]
 
 
 def test_a_declared_standing_note_comes_before_the_runs_own():

@@ -57,6 +57,10 @@ def test_aggregate_verdict_rule_keeps_inconclusive_apart():
     assert S.aggregate_verdict({"not discriminating": 3}) == "not discriminating in every seed"
     assert S.aggregate_verdict({"no null or control": 2, "inconclusive": 1}) == "no null or control"
     assert S.aggregate_verdict({"reproduced": 2, "not discriminating": 1}) == "reproduced in most seeds"
+    assert S.aggregate_verdict({"reproduced": 1, "not discriminating": 2}) == "passes, not discriminating in most seeds"
+    assert S.aggregate_verdict({"not discriminating": 2, "no null or control": 1}) == (
+        "passes, not discriminating in most seeds")
+    assert S.aggregate_verdict({"not discriminating": 2, "not reproduced": 1}) == "not reproduced"
     assert S.aggregate_verdict({"reproduced": 3}, "bound") == "holds in every seed"
     assert S.aggregate_verdict({"reproduced": 1, "not reproduced": 2}, "consistency") == "fails"
 
@@ -100,7 +104,7 @@ def test_aggregate_counts_verdicts_and_summarises_measurements(tmp_path):
     assert p["aggregate"] == "reproduced in most seeds" and p["pass_fraction"] == pytest.approx(2 / 3)
     assert p["summary"]["median"] == 0.9 and p["predicted"] == 1.0
     assert c["aggregate"] == "passes in most seeds"
-    assert p["robust_failed_seeds"] == [2] and c["robust_failed_seeds"] == []
+    assert p["robust_failed_seeds"] == [2] and p["robust_undecided_seeds"] == [] and c["robust_failed_seeds"] == []
     from paperlib.core import book
     assert book.robust_headline([point]) == "1 of 1 robust predictions failed at some seed (`p` at seed 2)"
     assert [r["name"] for r in result["failed"]] == ["seed=3"]

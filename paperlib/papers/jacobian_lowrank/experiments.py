@@ -654,10 +654,9 @@ def rank_dependent(P, net: DeepNetwork, tables: SimpleNamespace, rank: int) -> d
     q["fig4-separation-grows"] = float((sv_final[0] / sv_final[rank]) / (sv_init[0] / sv_init[rank]))
     a_init, a_final = info(levels[0], "train init"), info(levels[0], "train final")
     q["table1-alignment-grows"], q["table1-final-alignment"] = a_final - a_init, a_final
-    # their null: the same measurements on the run's most corrupted labels, which carry no information about the
-    # images, so the paper's argument gives them no reason to lie on I (nan without a corrupted run)
-    worst = levels[-1]
-    null_init, null_final = ((info(worst, "train init"), info(worst, "train final")) if worst > 0
+    # their null: the same measurements on fully corrupted labels, which carry no information about the images
+    # (nan where the run has no 100 % level: a partly corrupted run still carries some, so it is no null)
+    null_init, null_final = ((info(1.0, "train init"), info(1.0, "train final")) if 1.0 in levels
                              else (float("nan"), float("nan")))
     q["null"] = {"table1-alignment-grows": null_final - null_init, "table1-final-alignment": null_final}
     q["X4-clean-init-above-floor"] = a_init - floor_r

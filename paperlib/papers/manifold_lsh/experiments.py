@@ -342,7 +342,7 @@ class Tracks:
     def evaluate(self, fam, gen, rep, out_tr, lab, out_te, labt, R_tr, R_te, Xt, theta_scale, raw_map=None, extra=None,
                  label=()):
         """``raw_map``: the input as the track's representation sees it (the paper's MLP standardizes x; the theory
-        track reads x with a bias coordinate), the baseline the ρ gains and the transfer's null are measured on."""
+        track reads x with a bias coordinate), the baseline the ρ gains are measured on."""
         P = self.P
         raw_map = raw_map or mf.with_bias
         gamma_tf = mf.latents(P.transfer_manifolds, P.latent_dim, gen)
@@ -363,9 +363,6 @@ class Tracks:
                       recovery=mf.recovery_distance(rep(X_fit), gamma_fit[lab_fit], rep(X_rec), gamma_rec),
                       # the same linear recovery from the input x itself: a baseline for the learnt map
                       recovery_raw=mf.recovery_distance(X_fit, gamma_fit[lab_fit], X_rec, gamma_rec),
-                      # the transfer measured on x itself (a stream of its own: the other pairs are unchanged)
-                      raw_transfer=mf.distance_stats(raw_map(X_tf), lab_tf,
-                                                     generator(P.seed, "pairs-raw-transfer")),
                       R_te=R_te, labt=labt, R_tf=R_tf, lab_tf=lab_tf, X_tf=X_tf, out_tr=out_tr, lab=lab, out_te=out_te)
         result.update(extra or {})
         return result
