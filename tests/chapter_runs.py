@@ -90,10 +90,10 @@ def seed_record(paper: str) -> dict:
 
 
 SEED_RECORD_HEADER = """\
-# The outcome of every robust prediction and bound of this chapter at each smoke seed that `make check` runs:
-# holds, fails or inconclusive (a failure is a finding, shown on the page; never a reason to drop the flag). make check compares each
-# run with this record, so a new failure or a new pass is a reviewed change here. After reviewing one, write
-# the seed's outcomes with `PAPERLIB_UPDATE_SEED_RECORD=1 make check CHAPTER=<slug>`.
+# The outcome of every robust prediction and bound of this chapter at each smoke seed that make check runs:
+# holds, fails or inconclusive. A failure is a finding, shown on the page, never a reason to drop the flag.
+# make check compares each run with this record, so that a new failure or a new pass is a reviewed change
+# here: review it, then write the seed's outcomes with PAPERLIB_UPDATE_SEED_RECORD=1 make check CHAPTER=<slug>.
 """
 
 

@@ -74,16 +74,22 @@ def test_a_caller_stopped_with_ctrl_c_stops_its_run(tmp_path):
     the caller must stop it."""
     import signal
     import subprocess
-    marker = tmp_path / "finished"
+    marker, started = tmp_path / "finished", tmp_path / "started"
     caller = f"""
 import sys
 sys.path.insert(0, {str(P.REPO_ROOT)!r})
 from paperlib.core import sweep as S
-run = lambda spec, folder: [sys.executable, "-c", "import time; time.sleep(3); open({str(marker)!r}, 'w')"]
+run = lambda spec, folder: [sys.executable, "-c",
+                            "import time; open({str(started)!r}, 'w'); time.sleep(3); open({str(marker)!r}, 'w')"]
 S.execute(S.RunSpec("demo", "smoke", 0), {str(tmp_path)!r}, "stamp", 30, run)
 """
     process = subprocess.Popen([sys.executable, "-c", caller])
-    time.sleep(1.5)
+    # Ctrl-C once the run is under way (on a loaded machine the caller's imports alone can take seconds)
+    deadline = time.monotonic() + 20
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), "the run never started"
+    time.sleep(0.2)
     process.send_signal(signal.SIGINT)
     process.wait(10)
     time.sleep(3)
