@@ -253,7 +253,7 @@ class Claim(dict):
         pass
 
 
-DECLARED_FIELDS = ("source", "statement", "kind", "robust", "note", "paper_value", "check", "null_model")
+DECLARED_FIELDS = ("source", "statement", "kind", "robust", "note", "paper_value", "check", "null_model", "no_null")
 
 
 def claims_file(paper: str, package_dir: Path | None = None) -> Path:
@@ -352,7 +352,7 @@ class Ledger:
                kind: str | None = None, measured, predicted, check: Check | None = None, paper_value=None,
                assumption: tuple[bool, str] | None = None, enough_data: tuple[bool, str] | None = None,
                robust: bool | None = None, note: str | None = None, fill: dict | None = None,
-               null=None) -> dict:
+               null=None, no_null: str | None = None) -> dict:
         """Record one claim and compute its verdict.
 
         ``kind`` is ``"prediction"``, ``"bound"`` or ``"consistency"`` (see the module
@@ -367,11 +367,13 @@ class Ledger:
 
         ``null``: for a prediction, the same measurement on the run's null (the model the paper's argument
         says should not show the effect), judged by the same check; what the null is, is declared in
-        claims.yaml (``null_model:``), or given here as ``null=(value, description)``.
+        claims.yaml (``null_model:``), or given here as ``null=(value, description)``. ``no_null``: why a
+        prediction has none, declared in claims.yaml or (for a claim whose statement the cell gives) here.
         """
         null_value, null_text = null if isinstance(null, tuple) else (null, None)
         claim_id, facts = self._facts(claim_id, fill, source=source, statement=statement, kind=kind, robust=robust,
-                                      note=note, paper_value=paper_value, check=check, null_model=null_text)
+                                      note=note, paper_value=paper_value, check=check, null_model=null_text,
+                                      no_null=no_null)
         source, statement, kind, check = facts["source"], facts["statement"], facts.get("kind"), facts.get("check")
         if check is None:
             raise ValueError(f"claim {claim_id!r}: no check; declare it in claims.yaml or pass check=")
@@ -389,6 +391,10 @@ class Ledger:
                              "claims.yaml declares a null; pass its measurement as null="))
         if null is not None and kind != PREDICTION:
             raise ValueError(f"claim {claim_id!r}: only a prediction has a null (this is a {kind})")
+        no_null = facts.get("no_null")
+        if no_null is not None and (null is not None or kind != PREDICTION):
+            raise ValueError(f"claim {claim_id!r}: claims.yaml says why it has no null (no_null:), but " +
+                             ("it has one" if null is not None else f"it is a {kind}, which has none"))
         assumption_met, assumption_text = assumption if assumption else (True, "")
         enough, enough_text = enough_data if enough_data else (True, "")
         null_passes = None
@@ -400,7 +406,8 @@ class Ledger:
                                          controlled=kind != PREDICTION or control is not None)
         why = self._explain(verdict, holds, measured, predicted, check, assumption_text, enough_text)
         if kind == PREDICTION:
-            why = (why + " " + self._evidence_text(verdict, null_value, null_text, null_passes, control)).strip()
+            why = (why + " " + self._evidence_text(verdict, null_value, null_text, null_passes, control,
+                                                   no_null)).strip()
         entry = {
             "id": claim_id, "kind": kind, "source": source, "statement": statement,
             "predicted": _jsonable(predicted), "measured": _jsonable(measured),
@@ -409,7 +416,7 @@ class Ledger:
                       "low": _jsonable(check.low), "high": _jsonable(check.high)},
             "null": None if null is None else {"description": null_text, "measured": _jsonable(null_value),
                                                "passes": null_passes},
-            "control": control,
+            "no_null": no_null if kind == PREDICTION and null is None else None, "control": control,
             "verdict": verdict, "prediction_holds": holds, "robust": bool(robust),
             "why": (why + (" " + note if note else "")).strip(), "section": self.section,
         }
@@ -459,8 +466,9 @@ class Ledger:
         return comparison
 
     @staticmethod
-    def _evidence_text(verdict, null_value, null_text, null_passes, control) -> str:
-        """What shows that the prediction's check can fail: its null's result, or the control that flips it."""
+    def _evidence_text(verdict, null_value, null_text, null_passes, control, no_null=None) -> str:
+        """What shows that the prediction's check can fail: its null's result, or the control that flips it;
+        ``no_null``: why the run has no null (claims.yaml)."""
         if null_text is not None:
             if null_passes is None:
                 null_result = f"Null ({null_text}): nothing measured."
@@ -471,12 +479,15 @@ class Ledger:
                 return null_result + " Not discriminating: the check does not tell the effect from its absence."
             if null_passes is not None or control is None:
                 return null_result + ("" if verdict != NO_NULL else " No control flips it either: not counted.")
+        # "No null in the run: the natural null, ...": a reason written as a sentence continues this one
+        reason = (no_null[0].lower() + no_null[1:] if re.match(r"[A-Z][a-z]*\b(?![.'’])", no_null or "") else no_null)
+        why_none = f"No null in the run: {reason.rstrip('.')}." if no_null else "No null in the run."
         if control is not None:
-            return f"No null in the run; the control `{control}` flips it."
+            return f"{why_none} The control `{control}` flips it."
         if verdict == NO_NULL:
-            return ("No null in the run and no control that flips it, so nothing shows the check can fail: "
+            return (f"{why_none} No control flips it either, so nothing shows the check can fail: "
                     "not counted as reproduced.")
-        return ""
+        return why_none if no_null else ""
 
     # -- summaries
     def counts(self) -> dict:

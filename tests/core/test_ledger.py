@@ -506,6 +506,28 @@ def test_a_null_is_described_once_and_only_a_prediction_has_one():
     assert entry["verdict"] == L.REPRODUCED and entry["null"]["description"] == "the initial network"
 
 
+def test_a_prediction_without_a_null_says_why_and_the_reason_is_shown():
+    declared = L.Ledger("demo", make_ledger().params, control_of=lambda claim_id: None, declared={
+        "p": {"source": "S", "statement": "s", "kind": "prediction", "no_null": "it needs a second sweep"},
+        "q": {"source": "S", "statement": "s", "kind": "prediction", "no_null": "it needs a second sweep",
+              "null_model": "the initial network"},
+        "c": {"source": "S", "statement": "s", "kind": "consistency", "no_null": "none"},
+        "r": {"source": "S", "statement": "s", "kind": "prediction", "no_null": "The ReLU run needs a sweep."}})
+    entry = declared.record("p", measured=1.0, predicted=1.0, check=L.close(atol=0.1))
+    assert entry["verdict"] == L.NO_NULL and entry["no_null"] == "it needs a second sweep"
+    assert "No null in the run: it needs a second sweep." in entry["why"]
+    with pytest.raises(ValueError, match="says why it has no null.*it has one"):
+        declared.record("q", measured=1.0, predicted=1.0, check=L.close(atol=0.1), null=3.0)
+    with pytest.raises(ValueError, match="consistency, which has none"):
+        declared.record("c", measured=1.0, predicted=1.0, check=L.close(atol=0.1))
+    # a reason written as a sentence continues the page's: its first word loses its capital, an acronym keeps it
+    assert "No null in the run: the ReLU run needs a sweep." in declared.record(
+        "r", measured=1.0, predicted=1.0, check=L.close(atol=0.1))["why"]
+    inline = declared.record("i", "S", "s", kind="prediction", measured=1.0, predicted=1.0, check=L.close(atol=0.1),
+                             no_null="ReLU needs a sweep")
+    assert inline["no_null"] == "ReLU needs a sweep" and "No null in the run: ReLU needs a sweep." in inline["why"]
+
+
 def test_a_robust_prediction_that_holds_without_discriminating_is_not_a_robust_failure():
     ledger = make_ledger(control=None)
     ledger.record("p", "S", "s", kind="prediction", measured=0.9, predicted=1.0, check=L.within(0.8, math.inf), robust=True,

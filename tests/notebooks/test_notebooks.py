@@ -1,5 +1,6 @@
 """Every chapter once, at smoke, seed 0, one thread, from the run store: its ledger is well formed, its
-consistency checks pass, no robust flag of the seed record has been removed, each claim is shown under the cell that records it, and its verdicts and
+consistency checks pass, no robust flag of the seed record has been removed, every prediction has a null or
+says why not, each claim is shown under the cell that records it, and its verdicts and
 checked numbers equal the committed smoke reference's, in both directions (``make test``).
 
 The checked numbers are the outputs of the cells marked ``# NBVAL_CHECK_OUTPUT``, compared as nbval's lax
@@ -46,6 +47,13 @@ def every_claim_is_shown_under_the_cell_that_records_it(run):
     assert not missing, missing
 
 
+def every_prediction_has_a_null_or_says_why(run):
+    """A prediction records its null, or its claims.yaml entry says (``no_null:``) why the run has none."""
+    bare = [c["id"] for c in run.ledger()["claims"]
+            if c["kind"] == "prediction" and c.get("null") is None and not c.get("no_null")]
+    assert not bare, f"predictions with no null and no reason for it (no_null: in claims.yaml): {bare}"
+
+
 def verdicts_and_checked_numbers_match_the_reference(run):
     """Regenerate the references on purpose with `make reference`, and say in the commit what moved and why."""
     assert_reference_results(run)
@@ -58,7 +66,8 @@ def test_the_smoke_run_at_seed_0(paper):
     run = smoke_run(paper)
     failures = {}
     for check in (ledger_is_well_formed, consistency_checks_pass_and_robust_flags_stay,
-                  every_claim_is_shown_under_the_cell_that_records_it, verdicts_and_checked_numbers_match_the_reference):
+                  every_claim_is_shown_under_the_cell_that_records_it, every_prediction_has_a_null_or_says_why,
+                  verdicts_and_checked_numbers_match_the_reference):
         try:
             check(run)
         except AssertionError as error:

@@ -636,6 +636,15 @@ def _label_noise_markdown(P, net: DeepNetwork, noise: SimpleNamespace, floor: fl
                 for lvl, ei, ef, fo, fit, err, iy in noise.rows) + "\n\n" + paragraph)
 
 
+def fall_times(epochs, fractions):
+    """Figure 5's two times: the first epoch at which the residual on I falls to 10 % of its start, and on N to
+    50 % (None where it never does), with the two residual paths."""
+    res_I, res_N = fractions.information * fractions.norm, fractions.nuisance * fractions.norm
+    tau_I = next((int(e) for e, v in zip(epochs, res_I) if v <= 0.1 * res_I[0]), None)
+    tau_N = next((int(e) for e, v in zip(epochs, res_N) if v <= 0.5 * res_N[0]), None)
+    return tau_I, tau_N, res_I, res_N
+
+
 def rank_dependent(P, net: DeepNetwork, tables: SimpleNamespace, rank: int) -> dict:
     """Every measurement of the deep part that depends on the cut r, at the cut ``rank``, keyed by its claim."""
     deep, levels = net.runs, sorted(net.runs)
@@ -660,6 +669,12 @@ def rank_dependent(P, net: DeepNetwork, tables: SimpleNamespace, rank: int) -> d
                              else (float("nan"), float("nan")))
     q["null"] = {"table1-alignment-grows": null_final - null_init, "table1-final-alignment": null_final}
     q["X4-clean-init-above-floor"] = a_init - floor_r
+    # its null: the clean labels shuffled across the images (the same class counts, so the same floor), which no
+    # longer depend on them; one projection on the initial Jacobian, no training
+    clean_labels = torch.as_tensor(clean["labels"])
+    shuffled = clean_labels[torch.randperm(len(clean_labels), generator=generator(P.seed, "null-shuffled-labels"))]
+    y_shuffled = multiclass.stack_outputs(data.one_hot(shuffled, NUM_CLASSES).double())
+    q["null"]["X4-clean-init-above-floor"] = net.fractions(net.init_train, y_shuffled, rank=rank).information - floor_r
     q["X4-corrupted-init-on-floor"] = [abs(info(lvl, "train init") - floor_r) for lvl in noise_levels] or float("nan")
     q["tables-heavy-corruption-alignment"] = [(info(lvl, "train final") - floor_r) / (a_final - floor_r)
                                               for lvl in noise_levels] or float("nan")
@@ -673,11 +688,18 @@ def rank_dependent(P, net: DeepNetwork, tables: SimpleNamespace, rank: int) -> d
         q["fig7-nuisance-grows-with-corruption"] = float(n_fin[levels.index(0.5)] - n_fin[0])
     hist = clean["hist"]
     fr = net.fractions(clean["final_train"], hist.train_residuals, rank=rank)
-    res_I, res_N = fr.information * fr.norm, fr.nuisance * fr.norm
-    tau_I = next((int(e) for e, v in zip(hist.epochs, res_I) if v <= 0.1 * res_I[0]), None)
-    tau_N = next((int(e) for e, v in zip(hist.epochs, res_N) if v <= 0.5 * res_N[0]), None)
+    tau_I, tau_N, res_I, res_N = fall_times(hist.epochs, fr)
     q["fig5-fast-on-I-slow-on-N"] = (tau_I / tau_N if tau_N else 0.0) if tau_I else float("nan")
     q["tau_I"], q["res_I"], q["res_N"], q["fr_path"] = tau_I, res_I, res_N, fr
+    # its null: a random r-dimensional subspace of the outputs in place of I, which the training Jacobian did not
+    # choose; a residual that never falls to 10 % there is counted as falling after the last epoch
+    fr_rows = np.asarray(hist.train_residuals).shape[-1]
+    random_basis = torch.linalg.qr(torch.randn(fr_rows, rank, dtype=torch.float64,
+                                               generator=generator(P.seed, "null-random-subspace"))).Q
+    null_I, null_N, _, _ = fall_times(hist.epochs, multiclass.projection_fractions(
+        random_basis, torch.as_tensor(np.asarray(hist.train_residuals, dtype=np.float64))))
+    null_I = null_I if null_I is not None else int(hist.epochs[-1]) + 1
+    q["null"]["fig5-fast-on-I-slow-on-N"] = null_I / null_N if null_N else 0.0
     if half is not None:
         # Fig. 6: between the dip and the end, the test residual grows on N (of the test Jacobian at the dip)
         h = half["hist"]

@@ -593,7 +593,9 @@ def random_features(P, name) -> SimpleNamespace:
     out = SimpleNamespace(
         n=n, lam_tilde=lam_tilde, rows=rows, approach=approach, deficit_slope=deficit_slope,
         violations=sum((k >= n and res > 1e-6) or (k <= n - 2 and res < 1e-2) for k, res, _ in rows),
-        big=[(k, lam_min) for k, _, lam_min in rows if k >= 10 * n], k_needed=overparam.random_feature_width(n, lam_tilde),
+        big=[(k, lam_min) for k, _, lam_min in rows if k >= 10 * n],
+        # the Gram ratio's null: the widest k <= n, where Φ is square or wide and the law of large numbers has not set in
+        at_n=max(((k, lam_min) for k, _, lam_min in rows if k <= n), default=None), k_needed=overparam.random_feature_width(n, lam_tilde),
         k_15=(approach[-1][0] * ((1 - approach[-1][1]) / 0.15) ** (-1 / deficit_slope)
               if np.isfinite(deficit_slope) and deficit_slope < 0 else float("nan")))
     # the note of the claim thm3.2-feature-gram: what the check is, and how fast the measured ratio approaches 1
