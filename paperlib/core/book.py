@@ -63,8 +63,17 @@ def build_chapters(preset: str, run_dir: str | Path | None = None, papers: list[
         ledgers.append(validate_ledger(json.loads((narrative / f"{paper}.json").read_text()), str(narrative)))
     full = published_full(ledgers, preset)
     add_full_tables(ledgers, full, chapter_dir)
+    add_results_tables(ledgers, aggregates, full, chapter_dir)
     write_claims_table(ledgers, aggregates, full=full, generated_dir=generated_dir)
     return ledgers
+
+
+def chapter_title(paper: str) -> str:
+    """The chapter's title: the first ``# `` heading of its notebook (the slug where it has none)."""
+    if paper not in P.available_papers():
+        return paper
+    text = notebook_path(paper).read_text(encoding="utf-8")
+    return next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), paper)
 
 
 def published_full(ledgers: list[dict], preset: str) -> dict:
@@ -90,6 +99,22 @@ def add_full_tables(ledgers: list[dict], full: dict, chapter_dir: Path = CHAPTER
 # d6ecc5a): only the order matters, for a fresh clone, which has no run times of its own yet.
 TYPICAL_DEFAULT_SECONDS = {"moderate-overparam": 398, "resnet-beyond-kernels": 389, "bottleneck": 331,
                            "jacobian-lowrank": 286, "manifold-lsh": 128}  # the longest seed of the book at 9387188
+
+
+def add_results_tables(ledgers: list[dict], aggregates: dict, full: dict, chapter_dir: Path = CHAPTER_DIR) -> None:
+    """Write each chapter's results table (:mod:`paperlib.core.results_table`) at the marker of its first
+    screen, from its seed-0 ledger, its runs over seeds (``aggregates``) and its `full` run (``full``)."""
+    import nbformat
+    from paperlib.core import results_table
+    from paperlib.core.ledger import declared_claims
+    for ledger in ledgers:
+        paper = ledger["paper"]
+        target = chapter_dir / f"{paper}.ipynb"
+        notebook = nbformat.read(target, as_version=4)
+        table = results_table.results_table_markdown(ledger, declared_claims(paper), aggregates.get(paper),
+                                                     full.get(paper))
+        if results_table.fill_marker(notebook, table):
+            nbformat.write(notebook, target)
 
 
 def longest_first(papers: list[str], run_dir: Path) -> list[str]:
@@ -221,7 +246,7 @@ def claims_filter_table_html(ledgers: list[dict], aggregates: dict, full: dict |
         for c in ledger["claims"]:
             link = f'chapters/{ledger["paper"]}.html#{claim_anchor(c["id"])}'
             cells = [f'<a href="{link}"><code>{html.escape(c["id"])}</code></a><br><small>{html.escape(c["source"])}; '
-                     f'{html.escape(ledger["paper"])}</small>', c["kind"], html.escape(c["statement"]),
+                     f'{html.escape(chapter_title(ledger["paper"]))}</small>', c["kind"], html.escape(c["statement"]),
                      html.escape(plain_verdict(c["kind"], c["verdict"]))]
             if seeds:
                 cells.append(html.escape(point["claims"].get(c["id"], {}).get("aggregate", "-")))
@@ -253,7 +278,7 @@ def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None, 
     sections = []
     for ledger in ledgers:
         point = aggregates.get(ledger["paper"])
-        lines = [f"## [{ledger['paper']}](chapters/{ledger['paper']}.ipynb)", "",
+        lines = [f"## [{chapter_title(ledger['paper'])}](chapters/{ledger['paper']}.ipynb)", "",
                  f"Preset `{ledger['preset']}`, seed {ledger['seed']}, {ledger['device']}, "
                  f"run time {ledger['runtime_s']:.0f} s: {headline(ledger['claims'])}."]
         if point:

@@ -43,6 +43,13 @@ class Chapter:
         """A sentence computed from the run, shown in the Verdicts after the findings."""
         self.notes.append(markdown)
 
+    def headline_figure(self, fig=None) -> None:
+        """Keep the chapter's headline figure (the current matplotlib figure by default) for the top of its page,
+        where ``{glue:figure} headline_figure`` shows it under the results table; the cell still shows it too."""
+        import matplotlib.pyplot as plt
+        from myst_nb import glue
+        glue("headline_figure", fig or plt.gcf(), display=False)
+
     def verdicts(self, *notes: str) -> None:
         """Save the ledger, then show the generated findings, the chapter's notes (:meth:`note`, then
         ``notes``: Markdown computed from the run) and the table of every claim."""

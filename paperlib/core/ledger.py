@@ -253,7 +253,8 @@ class Claim(dict):
         pass
 
 
-DECLARED_FIELDS = ("source", "statement", "kind", "robust", "note", "paper_value", "check", "null_model", "no_null")
+DECLARED_FIELDS = ("source", "statement", "kind", "robust", "note", "paper_value", "check", "null_model", "no_null",
+                   "headline")  # headline: the paper's result in a few words, for the chapter's results table
 
 
 def claims_file(paper: str, package_dir: Path | None = None) -> Path:

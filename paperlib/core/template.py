@@ -173,6 +173,8 @@ kernelspec:
 
 **Verdicts.** {{glue:md}}`verdict_summary`
 
+<!-- results-table -->
+
 **Claims tested.** This template tests one claim, to be replaced: gradient descent with step
 $\\eta<2/\\lambda_{{\\max}}$ on $\\tfrac12\\|Xw-y\\|^2$ contracts the residual's component in the
 column space of $X$ by $1-\\eta\\lambda_{{\\min}}(X^TX)$ per step, asymptotically.
@@ -200,7 +202,7 @@ parameter's meaning.
 contraction claim must fail (`presets/{slug}/controls.yaml`).
 
 ```{{code-cell}} ipython3
-:tags: [parameters]
+:tags: [parameters, hide-input]
 
 # None: the preset's value. Any value set here overrides the preset.
 preset = 'default'

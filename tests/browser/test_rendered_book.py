@@ -78,6 +78,20 @@ OVERFLOW = r"""() => {
   return out;
 }"""
 
+# Where a reader meets the page at 1280 x 900: its height, the top of the results table (the paragraph that opens
+# it) and of the first figure, in px from the top of the document (null where the page has none)
+PAGE_MEASURES = r"""() => {
+  const top = el => el ? Math.round(el.getBoundingClientRect().top + window.scrollY) : null;
+  const opener = [...document.querySelectorAll('article p')].find(p => p.textContent.trim().startsWith('Results.'));
+  let table = opener;
+  while (table && table.tagName !== 'TABLE' && !table.querySelector?.('table')) table = table.nextElementSibling;
+  return {height: document.documentElement.scrollHeight, results_table: top(opener),
+          results_table_end: table ? Math.round((table.tagName === 'TABLE' ? table : table.querySelector('table'))
+                                                 .getBoundingClientRect().bottom + window.scrollY) : null,
+          first_figure: top(document.querySelector('article figure img, article .cell_output img'))};
+}"""
+SCREEN_HEIGHT = 900
+
 MATHJAX_DONE = "() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true"
 
 
@@ -110,6 +124,7 @@ class Reading:
     notebooks: list
     figures: int
     bare_figures: int
+    measures: dict = field(default_factory=dict)
     overflow: dict = field(default_factory=dict)
 
 
@@ -135,13 +150,18 @@ def readings(browser, book_url, pages, screenshot_dir) -> dict:
             notebooks=page.eval_on_selector_all("a[href$='.ipynb']", "els => els.map(e => e.href)"),
             figures=page.eval_on_selector_all(".cell_output img", "els => els.length"),
             bare_figures=page.eval_on_selector_all(
-                ".cell_output img", "els => els.filter(e => !e.closest('figure')?.querySelector('figcaption')).length"))
+                ".cell_output img", "els => els.filter(e => !e.closest('figure')?.querySelector('figcaption')).length"),
+            measures=page.evaluate(PAGE_MEASURES))
         for width in sorted(WIDTHS, reverse=True):
             page.set_viewport_size({"width": width, "height": 900})
             page.evaluate(NEXT_FRAME)
             reading.overflow[width] = page.evaluate(OVERFLOW)
         page.close()
         found[rel] = reading
+    if screenshot_dir is not None:  # for a maintainer: each chapter's length in screens and what it shows first
+        (screenshot_dir / "page-measures.json").write_text(json.dumps(
+            {rel: dict(r.measures, screens=round(r.measures["height"] / SCREEN_HEIGHT, 1)) for rel, r in found.items()},
+            indent=1) + "\n")
     return found
 
 
@@ -249,6 +269,18 @@ def test_every_chapter_figure_has_a_caption(readings, pages):
     """Each figure a chapter draws is a <figure> with a caption saying what to see and what theory predicts."""
     failures = {rel: [f"{readings[rel].bare_figures} of {readings[rel].figures} figures without a caption"]
                 for rel in chapter_pages(pages) if readings[rel].bare_figures}
+    assert not failures, "\n" + report(failures)
+
+
+def test_each_chapter_shows_its_results_table_in_its_first_two_screens(readings, pages):
+    """A reader who stops after two screens (1280 x 900) has seen what reproduced, what did not and why."""
+    failures = {}
+    for rel in chapter_pages(pages):
+        m = readings[rel].measures
+        if m["results_table"] is None or m["results_table_end"] is None:
+            failures[rel] = ["no results table"]
+        elif m["results_table"] >= 2 * SCREEN_HEIGHT:
+            failures[rel] = [f"results table at {m['results_table']} px, below the first two screens"]
     assert not failures, "\n" + report(failures)
 
 
