@@ -246,7 +246,7 @@ def claims_filter_table_html(ledgers: list[dict], aggregates: dict, full: dict |
         for c in ledger["claims"]:
             link = f'chapters/{ledger["paper"]}.html#{claim_anchor(c["id"])}'
             cells = [f'<a href="{link}"><code>{html.escape(c["id"])}</code></a><br><small>{html.escape(c["source"])}; '
-                     f'{html.escape(chapter_title(ledger["paper"]))}</small>', c["kind"], html.escape(c["statement"]),
+                     f'{html.escape(ledger["paper"])}</small>', c["kind"], html.escape(c["statement"]),
                      html.escape(plain_verdict(c["kind"], c["verdict"]))]
             if seeds:
                 cells.append(html.escape(point["claims"].get(c["id"], {}).get("aggregate", "-")))
