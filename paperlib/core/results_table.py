@@ -37,8 +37,6 @@ def short_reason(claim: dict) -> str:
     """One line: why the claim has its verdict."""
     verdict, null, control = claim["verdict"], claim.get("null"), claim.get("control")
     check = claim.get("check") or {}
-    accepted = (f"accepted [{L._fmt(check.get('low'))}, {L._fmt(check.get('high'))}]"
-                if check.get("kind") == "within" else "outside the accepted range")
     if verdict == L.REPRODUCED:
         if claim["kind"] != L.PREDICTION:
             return "holds"
@@ -49,7 +47,8 @@ def short_reason(claim: dict) -> str:
     if verdict == L.NO_NULL:
         return "passes, but no null or control shows that the check can fail"
     if verdict == L.NOT_REPRODUCED:
-        return "fails its check" + (f" ({accepted})" if check.get("kind") == "within" else "")
+        return "fails its check" + (f" (accepted [{L._fmt(check['low'])}, {L._fmt(check['high'])}])"
+                                    if check.get("kind") == "within" else "")
     first = re.sub(r"^(Inconclusive|Assumption not met): ", "", claim["why"].split(". ")[0].rstrip("."))
     return first[0].lower() + first[1:] if first else verdict
 
