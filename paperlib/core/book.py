@@ -11,7 +11,7 @@ from pathlib import Path
 
 from paperlib.core import params as P
 from paperlib.core import published
-from paperlib.core.ledger import (BOUND, CONSISTENCY, PREDICTION, claim_anchor, headline,
+from paperlib.core.ledger import (BOUND, CONSISTENCY, PREDICTION, claim_anchor, dropdown, headline,
                                   validate_ledger, verdict_word)
 from paperlib.core.runner import notebook_path
 
@@ -64,6 +64,7 @@ def build_chapters(preset: str, run_dir: str | Path | None = None, papers: list[
     full = published_full(ledgers, preset)
     add_full_tables(ledgers, full, chapter_dir)
     add_results_tables(ledgers, aggregates, full, chapter_dir)
+    fold_injected_parameters(papers, chapter_dir)
     write_claims_table(ledgers, aggregates, full=full, generated_dir=generated_dir)
     return ledgers
 
@@ -92,7 +93,8 @@ def add_full_tables(ledgers: list[dict], full: dict, chapter_dir: Path = CHAPTER
         status = full.get(ledger["paper"])
         if status is not None:
             target = chapter_dir / f"{ledger['paper']}.ipynb"
-            insert_in_verdicts(target, published.full_table_markdown(ledger, status), target)
+            insert_in_verdicts(target, dropdown("Every claim at `full`, the papers' scale, on a GPU",
+                                                published.full_table_markdown(ledger, status)), target)
 
 
 # Seconds a `default` run of each chapter took on the 2-core CI machine (2026-11-23, commit
@@ -115,6 +117,20 @@ def add_results_tables(ledgers: list[dict], aggregates: dict, full: dict, chapte
                                                      full.get(paper))
         if results_table.fill_marker(notebook, table):
             nbformat.write(notebook, target)
+
+
+def fold_injected_parameters(papers: list[str], chapter_dir: Path = CHAPTER_DIR) -> None:
+    """Fold the parameters cell that papermill injects into each chapter (one click opens it), as the
+    chapter's own parameters cell is: a reader's page starts with the results, not the settings."""
+    import nbformat
+    for paper in papers:
+        target = chapter_dir / f"{paper}.ipynb"
+        notebook = nbformat.read(target, as_version=4)
+        for cell in notebook.cells:
+            tags = cell.metadata.setdefault("tags", [])
+            if "injected-parameters" in tags and "hide-input" not in tags:
+                tags.append("hide-input")
+        nbformat.write(notebook, target)
 
 
 def longest_first(papers: list[str], run_dir: Path) -> list[str]:
@@ -150,7 +166,8 @@ def seed_table_markdown(point: dict) -> str:
 def add_seed_table(notebook_file: Path, point: dict, target: Path) -> Path:
     """Copy the executed chapter to ``target`` with the across-seeds table as a Markdown
     cell at the end of its Verdicts section (before the next ``## `` heading)."""
-    return insert_in_verdicts(notebook_file, seed_table_markdown(point), target)
+    title = f"Every claim over seeds {', '.join(map(str, point['seeds']))}: its verdict and the spread of its measurement"
+    return insert_in_verdicts(notebook_file, dropdown(title, seed_table_markdown(point)), target)
 
 
 def insert_in_verdicts(notebook_file: Path, markdown: str, target: Path) -> Path:

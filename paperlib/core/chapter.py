@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paperlib.core import controls, devices, params, plotting, sections
-from paperlib.core.ledger import Ledger, cell_claims_markdown, declared_claims
+from paperlib.core.ledger import Ledger, cell_claims_markdown, claim_count, declared_claims, dropdown
 from paperlib.core.seeding import seed_everything
 
 
@@ -59,13 +59,13 @@ class Chapter:
         self.ledger.section_seconds = {name: round(wall, 2) for name, (wall, _) in self.section_times().items()}
         self.ledger_path = self.ledger.save()
         glue("verdict_summary", Markdown(self.ledger.summary()), display=False)
-        display(Markdown(self.ledger.findings_markdown()))
         coverage = controls.coverage_markdown(self.ledger.paper, self.ledger.claims)
-        if coverage:
-            display(Markdown(coverage))
-        for note in [*self.notes, *notes]:
-            display(Markdown(note))
-        display(Markdown(self.ledger.table_markdown()))
+        findings = "\n\n".join(filter(None, [self.ledger.findings_markdown(), coverage, *self.notes, *notes]))
+        claims = self.ledger.claims
+        # folded, each one click away: the results table at the top of the page already gives the headline results
+        display(Markdown(dropdown("What did not reproduce, what holds only weakly, and why", findings) + "\n\n"
+                         + dropdown(f"Every claim: its prediction, measurement, null and reason "
+                                    f"({claim_count(claims)})", self.ledger.table_markdown())))
 
     def regression_check(self, *lines: str) -> None:
         """Print every claim's verdict, then ``lines`` (a few key numbers, rounded): the output
@@ -88,8 +88,9 @@ class Chapter:
 
         times = ", ".join(f"{name} {wall:.1f} s ({cpu:.1f} s)" for name, (wall, cpu) in self.section_times().items())
         saved = f"\n\nLedger written to `{self.ledger_path.name}`." if self.ledger_path else ""
-        display(Markdown(self.ledger.provenance_markdown()
-                         + f"\n\n**Time per section** (wall, and CPU of this process): {times}{saved}"))
+        display(Markdown(dropdown("The revision, versions, device and time per section of this run",
+                                  self.ledger.provenance_markdown()
+                                  + f"\n\n**Time per section** (wall, and CPU of this process): {times}{saved}")))
 
 
 def open_chapter(paper: str, namespace: dict) -> Chapter:
@@ -130,7 +131,7 @@ def reproduce_commands(paper: str, preset: str, seed: int, overrides: dict) -> l
 
 def reproduce_markdown(paper: str, preset: str, seed: int, overrides: dict, device: str = "the CPU") -> str:
     run, papermill, sweep = reproduce_commands(paper, preset, seed, overrides)
-    return (":::{admonition} Reproduce this page\n:class: tip reproduce-box\n\n"
+    return (":::{admonition} Reproduce this page\n:class: tip dropdown reproduce-box\n\n"
             f"This page ran at preset `{preset}`, seed {seed}, on {device}"
             + (", overriding " + ", ".join(f"`{k}`" for k in overrides if k not in ("preset", "seed")) if
                set(overrides) - {"preset", "seed"} else "")

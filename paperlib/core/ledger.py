@@ -617,25 +617,31 @@ def claim_anchor(claim_id: str) -> str:
 
 def claims_table_markdown(claims: list[dict]) -> str:
     """One compact Markdown table per kind (claim, statement with the paper's value, predicted,
-    measured, accepted range, verdict), then the reason for every verdict, so that no table needs
-    more columns than a page is wide. Each claim's cell carries its stable anchor
-    (:func:`claim_anchor`)."""
+    measured, accepted range, verdict with its reason). Each claim's cell carries its stable anchor
+    (:func:`claim_anchor`): a link to it opens the row, with its reason, and highlights it."""
     blocks = []
     for kind in KINDS:
         chosen = [c for c in claims if c["kind"] == kind]
         if not chosen:
             continue
-        header = ["claim", "statement", "predicted", "measured", "accepted", "verdict"]
+        header = ["claim", "statement", "predicted", "measured", "accepted", "verdict and reason"]
         lines = [f"**{KIND_TITLES[kind]}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for c in chosen:
             paper_value = c.get("paper_value")
             statement = plain(c["statement"]) + (f" (paper: {_fmt(paper_value)})" if paper_value is not None else "")
             cells = [f'<span id="{claim_anchor(c["id"])}"></span>`{c["id"]}` ({c["source"]})', statement,
-                     _fmt(c["predicted"]), measured_text(c), accepted_range(c), verdict_word(c)]
+                     _fmt(c["predicted"]), measured_text(c), accepted_range(c), verdict_and_reason(c)]
             lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
         blocks.append("\n".join(lines))
-    reasons = [f"- `{c['id']}` ({verdict_word(c)}): {plain(c['why']) if c['why'] else '-'}" for c in claims]
-    return "\n\n".join(blocks + ["**Why each verdict**\n\n" + "\n".join(reasons)])
+    return "\n\n".join(blocks)
+
+
+def verdict_and_reason(claim: dict) -> str:
+    """"**reproduced**: measured 0.91 beats its null 0.12 ..." (the verdict word alone where no reason was given)."""
+    word = verdict_word(claim)
+    # an exploratory claim's reason opens with the words its verdict already says
+    reason = re.sub(r"^Exploratory: no verdict\.\s*", "", plain(claim["why"] or ""))
+    return f"{word}: {reason}" if reason else word
 
 
 def measured_text(claim: dict) -> str:
@@ -672,14 +678,34 @@ def accepted_range(claim: dict) -> str:
 def cell_claims_markdown(claims: list[dict]) -> str:
     """The claims one cell recorded, in one compact table under it: what was predicted, what was
     measured, the accepted range and the verdict (the statement, the kind and the reason are in the
-    Verdicts section's tables)."""
+    Verdicts section's tables), folded under a title that tallies the verdicts."""
     # five columns fit the book's content column at 1280 px; the verdict word already tells the kinds apart
     header = ["claim", "predicted", "measured", "accepted", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in claims:
         cells = [f"`{c['id']}`", _fmt(c["predicted"]), measured_text(c), accepted_range(c), verdict_word(c)]
         lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
-    return "\n".join(lines)
+    # folded: the Verdicts section has the same numbers with their reasons, and a reader of the page wants the
+    # method first; the title says at a glance what the cell found
+    return dropdown(f"{claim_count(claims)} recorded by this cell: {verdict_tally(claims)}", "\n".join(lines))
+
+
+def claim_count(claims: list) -> str:
+    return f"{len(claims)} claim{'s' if len(claims) != 1 else ''}"
+
+
+def verdict_tally(claims: list[dict]) -> str:
+    """"2 reproduced, 1 not reproduced", in the order of first appearance."""
+    words = [verdict_word(c).strip("*") for c in claims]
+    return ", ".join(f"{words.count(w)} {w}" for w in dict.fromkeys(words))
+
+
+def dropdown(title: str, body: str) -> str:
+    """MyST for a folded section: ``title`` on the fold, ``body`` one click away. The fence is longer than any
+    colon fence inside ``body``, so that folds nest."""
+    inner = max((len(m) for m in re.findall(r"^(:{3,})", body, flags=re.M)), default=2)
+    fence = ":" * max(4, inner + 1)
+    return f"{fence}{{dropdown}} {title}\n{body}\n{fence}"
 
 
 def robust_outcome(claim: dict) -> str:

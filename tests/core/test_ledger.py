@@ -187,8 +187,12 @@ def test_tables_split_by_kind_and_give_every_reason():
     table = ledger.table_markdown()
     for title in ("Predictions", "Bounds", "Consistency checks", "Exploratory"):
         assert f"**{title}" in table
-    assert table.count("- `") == len(ledger.claims)  # one reason per claim
-    assert "| passes |" in table and "| **fails** |" in table and "no verdict" in table
+    rows = {c["id"]: next(line for line in table.splitlines() if f'id="{L.claim_anchor(c["id"])}"' in line)
+            for c in ledger.claims}
+    for c in ledger.claims:  # each claim's row ends with its verdict and its reason
+        reason = L.plain(c["why"]).removeprefix("Exploratory: no verdict.").strip()
+        assert rows[c["id"]].endswith(f"| {L.verdict_word(c)}" + (f": {reason} |" if reason else " |"))
+    assert "| passes" in table and "| **fails**" in table and "no verdict" in table
     findings = ledger.findings_markdown()
     assert "`p2`" in findings and "`b3`" in findings and "`b2`" in findings and "`p3`" in findings
     assert "`p1`" not in findings and "`c1`" not in findings
@@ -240,9 +244,18 @@ def test_cell_claims_table_shows_prediction_measurement_check_and_verdict():
     ledger.observe("an-observation", "Fig. 2", "s", measured=[1.0, 2.0])
     table = L.cell_claims_markdown(ledger.claims)
     rows = table.splitlines()
-    assert rows[0] == "| claim | predicted | measured | accepted | verdict |"
-    assert rows[2] == f"| `a-claim` | 1 | 0.5 | <= 1 | {L.verdict_word(ledger.claims[0])} |"
-    assert rows[3].startswith("| `an-observation` | - | [1, 2] | - |")
+    assert rows[0] == f"::::{{dropdown}} 2 claims recorded by this cell: 1 {L.verdict_word(ledger.claims[0]).strip('*')}, 1 no verdict"
+    assert rows[1] == "| claim | predicted | measured | accepted | verdict |"
+    assert rows[3] == f"| `a-claim` | 1 | 0.5 | <= 1 | {L.verdict_word(ledger.claims[0])} |"
+    assert rows[4].startswith("| `an-observation` | - | [1, 2] | - |")
+    assert rows[-1] == "::::"
+
+
+def test_a_fold_nests_inside_another():
+    inner = L.dropdown("inner", "text")
+    outer = L.dropdown("outer", inner)
+    assert inner.startswith("::::{dropdown} inner") and outer.startswith(":::::{dropdown} outer")
+    assert outer.endswith("::::\n:::::")
 
 
 def test_a_recorded_claim_is_a_dict_that_displays_nothing():
@@ -282,7 +295,7 @@ def test_verdicts_tables_give_each_claim_a_stable_anchor():
     claim = {"id": "A7-fc-miss-G", "source": "Thm 1", "statement": "s", "kind": "prediction", "predicted": 1.0,
              "measured": 1.0, "paper_value": 0.5, "tolerance": "", "check": None, "verdict": "reproduced", "why": "w"}
     table = claims_table_markdown([claim])
-    assert '| <span id="claim-A7-fc-miss-G"></span>`A7-fc-miss-G` (Thm 1) | s (paper: 0.5) | 1 | 1 | - | reproduced |' in table
+    assert '| <span id="claim-A7-fc-miss-G"></span>`A7-fc-miss-G` (Thm 1) | s (paper: 0.5) | 1 | 1 | - | reproduced: w |' in table
 
 
 # ---------------------------------------------------------------- claims declared in claims.yaml

@@ -196,4 +196,4 @@ def test_the_book_adds_the_full_table_to_each_chapter_with_a_result(folders, tmp
     book.add_full_tables(ledgers, full, tmp_path / "chapters")
     demo = nbformat.read(tmp_path / "chapters" / "demo.ipynb", as_version=4).cells
     other = nbformat.read(tmp_path / "chapters" / "other.ipynb", as_version=4).cells
-    assert len(demo) == 3 and demo[1].source.startswith("**At `full` (the papers' scale)**") and len(other) == 2
+    assert len(demo) == 3 and demo[1].source.startswith("::::{dropdown} Every claim at `full`") and "**At `full` (the papers' scale)**" in demo[1].source and len(other) == 2

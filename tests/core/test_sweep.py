@@ -184,7 +184,7 @@ def test_book_adds_the_seed_table_to_the_verdicts_section_and_the_claims_page(tm
     nbformat.write(chapter, tmp_path / "demo.ipynb")
     book.add_seed_table(tmp_path / "demo.ipynb", point, tmp_path / "out.ipynb")
     cells = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells
-    assert cells[2].source.startswith("**Across seeds** (0, 1, 2)") and cells[3].source == "## Changes to checks"
+    assert cells[2].source.startswith("::::{dropdown} Every claim over seeds 0, 1, 2") and "**Across seeds** (0, 1, 2)" in cells[2].source and cells[3].source == "## Changes to checks"
     assert "| `p` | prediction | reproduced in most seeds | 0.67 | 0 | 0.9 [0.5, 1.5] |" in cells[2].source
     page = book.claims_status_markdown([hand_made_ledger(0, 0.5, True) | {"paper": "demo"}], {"demo": point})
     assert "Over seeds: 0 of 1 predictions reproduced in every seed (1 reproduced in most seeds)" in page
