@@ -1,8 +1,10 @@
-// The claims page: filter the table of every claim by chapter, kind and verdict, or by text.
-// Plain DOM code with no dependencies, so that the page works offline.
+// The claims page: filter the table of every claim by chapter, kind and verdict, or by text; a chapter's
+// title row shows while any of its claims does. Plain DOM code with no dependencies, so that the page works offline.
 document.addEventListener("DOMContentLoaded", () => {
   for (const table of document.querySelectorAll("table.claims-filter")) {
-    const rows = [...table.tBodies[0].rows];
+    const rows = [...table.tBodies[0].rows].filter(r => r.dataset.chapter);
+    const heads = [...table.tBodies[0].rows].filter(r => r.dataset.chapterHead);
+    const titles = Object.fromEntries(rows.map(r => [r.dataset.chapter, r.dataset.chapterTitle || r.dataset.chapter]));
     const bar = document.createElement("div");
     bar.className = "claims-filter-controls";
     const filters = {};
@@ -11,7 +13,8 @@ document.addEventListener("DOMContentLoaded", () => {
       const select = document.createElement("select");
       select.setAttribute("aria-label", label);
       select.dataset.filter = key;
-      select.append(new Option(`${label}: all`, ""), ...values.map(v => new Option(v, v)));
+      const name = v => key === "chapter" ? titles[v] : v;
+      select.append(new Option(`${label}: all`, ""), ...values.map(v => new Option(name(v), v)));
       filters[key] = select;
       bar.append(select);
     }
@@ -32,6 +35,9 @@ document.addEventListener("DOMContentLoaded", () => {
           && (!needle || row.textContent.toLowerCase().includes(needle));
         row.hidden = !keep;
         shown += keep;
+      }
+      for (const head of heads) {
+        head.hidden = !rows.some(r => !r.hidden && r.dataset.chapter === head.dataset.chapterHead);
       }
       count.textContent = `${shown} of ${rows.length} claims`;
     };

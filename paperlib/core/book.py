@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import json
 import math
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -248,31 +251,47 @@ def verdict_bars_html(claims: list[dict]) -> str:
     return '<div class="verdict-bars">' + "".join(rows) + "</div>"
 
 
+def short_reason(claim: dict, limit: int = 160) -> str:
+    """A claim's reason in one line for the claims page: its first sentence, typeset, cut at ``limit``
+    characters (the chapter's row has the whole reason)."""
+    from paperlib.core.typeset import maths
+    text = maths(re.sub(r"^Exploratory: no verdict\.\s*", "", claim.get("why") or "")).strip()
+    first = re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
+    return first if len(first) <= limit else first[:limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
 def claims_filter_table_html(ledgers: list[dict], aggregates: dict, full: dict | None = None) -> str:
-    """Every claim of every chapter in one table that the page's script filters by chapter, kind
-    and verdict; each claim id links to its row in its chapter's Verdicts tables. With ``full``
-    (paper -> published `full` result), a column gives the verdict at `full` on a GPU."""
+    """Every claim of every chapter in one table that the page's script filters by chapter, kind and verdict
+    (the kind's own word: a bound holds, a check passes, only a prediction is reproduced), under a row with
+    its chapter's title; each claim id links to its row in its chapter's Verdicts, and its verdict carries
+    a one-line reason. With ``full`` (paper -> published `full` result), a column gives the verdict at `full`."""
+    from paperlib.core.typeset import maths
     seeds, full = bool(aggregates), full or {}
-    # the chapter shares the claim's cell: with the columns over seeds and at full, a separate one
-    # pushed the table past the content column at 1280 px
-    head = (["claim (source, chapter)", "kind", "statement", "verdict (seed 0)"] + (["over seeds"] if seeds else [])
+    head = (["claim (source)", "kind", "statement", "verdict (seed 0) and why"] + (["over seeds"] if seeds else [])
             + (["at full (GPU)"] if full else []))
     rows = []
     for ledger in ledgers:
-        point = aggregates.get(ledger["paper"]) or {"claims": {}}
+        paper, title = ledger["paper"], html.escape(chapter_title(ledger["paper"]))
+        rows.append(f'<tr class="claims-chapter" data-chapter-head="{html.escape(paper)}"><th colspan="{len(head)}">'
+                    f'<a href="chapters/{paper}.html">{title}</a></th></tr>')
+        point = aggregates.get(paper) or {"claims": {}}
         for c in ledger["claims"]:
-            link = f'chapters/{ledger["paper"]}.html#{claim_anchor(c["id"])}'
-            cells = [f'<a href="{link}"><code>{html.escape(c["id"])}</code></a><br><small>{html.escape(c["source"])}; '
-                     f'{html.escape(ledger["paper"])}</small>', c["kind"], html.escape(c["statement"]),
-                     html.escape(plain_verdict(c["kind"], c["verdict"]))]
+            word = plain_verdict(c["kind"], c["verdict"])
+            link = f'chapters/{paper}.html#{claim_anchor(c["id"])}'
+            reason = short_reason(c)
+            cells = [f'<a href="{link}"><code>{html.escape(c["id"])}</code></a><br><small>{html.escape(c["source"])}'
+                     '</small>', c["kind"], html.escape(maths(c["statement"])),
+                     html.escape(word) + (f'<br><small>{html.escape(reason)}</small>' if reason else "")]
             if seeds:
                 cells.append(html.escape(point["claims"].get(c["id"], {}).get("aggregate", "-")))
             if full:
-                cells.append(html.escape(full_verdict(full.get(ledger["paper"]), c["id"])))
-            rows.append(f'<tr data-chapter="{html.escape(ledger["paper"])}" data-kind="{c["kind"]}" '
-                        f'data-verdict="{html.escape(c["verdict"])}">' + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
-    return ('<table class="claims-filter">\n<thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
-            + "</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>")
+                cells.append(html.escape(full_verdict(full.get(paper), c["id"])))
+            rows.append(f'<tr data-chapter="{html.escape(paper)}" data-chapter-title="{title}" data-kind="{c["kind"]}" '
+                        f'data-verdict="{html.escape(word)}">' + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
+    # on a phone the table scrolls in its own box, not the page
+    return ('<div class="claims-table-scroll"><table class="claims-filter">\n<thead><tr>'
+            + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table></div>")
 
 
 def full_verdict(status: dict | None, claim_id: str) -> str:
@@ -322,10 +341,47 @@ def claims_status_markdown(ledgers: list[dict], aggregates: dict | None = None, 
 
 def write_claims_table(ledgers: list[dict], aggregates: dict | None = None, full: dict | None = None,
                        generated_dir: Path = GENERATED_DIR) -> Path:
+    """The claims page's body, and every claim of the book as ``claims.json`` and ``claims.csv`` beside it,
+    which the page offers for download."""
     generated_dir.mkdir(parents=True, exist_ok=True)
     target = generated_dir / "claims_table.md"
     target.write_text(claims_status_markdown(ledgers, aggregates, full) + "\n")
+    rows = claim_rows(ledgers, aggregates or {}, full or {})
+    (generated_dir / "claims.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    (generated_dir / "claims.csv").write_text(claims_csv(rows))
     return target
+
+
+CLAIM_COLUMNS = ("chapter", "claim", "kind", "source", "statement", "paper_value", "predicted", "measured",
+                 "null_measured", "accepted", "verdict", "reason", "robust", "preset", "seed", "over_seeds", "at_full")
+
+
+def claim_rows(ledgers: list[dict], aggregates: dict, full: dict) -> list[dict]:
+    """One flat record per claim of the book (:data:`CLAIM_COLUMNS`): what the claims page shows, for a reader's
+    own analysis."""
+    from paperlib.core.ledger import accepted_range
+    rows = []
+    for ledger in ledgers:
+        point = aggregates.get(ledger["paper"]) or {"claims": {}}
+        for c in ledger["claims"]:
+            rows.append(dict(
+                chapter=ledger["paper"], claim=c["id"], kind=c["kind"], source=c["source"], statement=c["statement"],
+                paper_value=c.get("paper_value"), predicted=c["predicted"], measured=c["measured"],
+                null_measured=(c.get("null") or {}).get("measured"), accepted=accepted_range(c),
+                verdict=plain_verdict(c["kind"], c["verdict"]), reason=c["why"], robust=c.get("robust"),
+                preset=ledger["preset"], seed=ledger["seed"],
+                over_seeds=point["claims"].get(c["id"], {}).get("aggregate"),
+                at_full=full_verdict(full.get(ledger["paper"]), c["id"]) if full else None))
+    return rows
+
+
+def claims_csv(rows: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CLAIM_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:  # lists (a measured curve) as JSON, so that one cell holds one value
+        writer.writerow({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in row.items()})
+    return out.getvalue()
 
 
 def prepare_nbval(paper: str, out_dir: str | Path, reference_dir: str | Path = REFERENCE_DIR) -> Path:

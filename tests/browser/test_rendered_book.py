@@ -9,6 +9,8 @@ reporting all its failures at once, not just the first.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 from dataclasses import dataclass, field
@@ -17,7 +19,8 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 import pytest
 
-WIDTHS = (1280, 800)
+WIDTHS = (1280, 800)        # the content column must hold every table, figure and formula
+PHONE_WIDTHS = (1280, 800, 390)  # no page may scroll sideways, a phone's included (a wide table scrolls in its box)
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "references"
 
 # Text that MathJax should have replaced: $...$ or $$...$$ left in prose, \( \) or \[ \] left in
@@ -92,6 +95,19 @@ PAGE_MEASURES = r"""() => {
 }"""
 SCREEN_HEIGHT = 900
 
+# What makes the page wider than the window, and by how much (none: the page does not scroll sideways). Text
+# inside a box that scrolls on its own (a wide table's wrapper, a code cell) does not count.
+SIDEWAYS = r"""() => {
+  const excess = document.documentElement.scrollWidth - window.innerWidth;
+  if (excess <= 0) return [];
+  const scrolls = el => { for (let a = el.parentElement; a; a = a.parentElement) {
+    const o = getComputedStyle(a).overflowX; if (o === 'auto' || o === 'scroll' || o === 'hidden') return true; }
+    return false; };
+  const wide = [...document.querySelectorAll('article *')].filter(el => el.getBoundingClientRect().right
+    > window.innerWidth + 1 && el.checkVisibility() && !scrolls(el)).slice(0, 3);
+  return [`${excess} px wider than the window`, ...wide.map(el => `${el.tagName}: ${el.textContent.slice(0, 50)}`)];
+}"""
+
 MATHJAX_DONE = "() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true"
 
 
@@ -126,6 +142,7 @@ class Reading:
     bare_figures: int
     measures: dict = field(default_factory=dict)
     overflow: dict = field(default_factory=dict)
+    sideways: dict = field(default_factory=dict)
 
 
 NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
@@ -152,10 +169,12 @@ def readings(browser, book_url, pages, screenshot_dir) -> dict:
             bare_figures=page.eval_on_selector_all(
                 ".cell_output img", "els => els.filter(e => !e.closest('figure')?.querySelector('figcaption')).length"),
             measures=page.evaluate(PAGE_MEASURES))
-        for width in sorted(WIDTHS, reverse=True):
+        for width in sorted(PHONE_WIDTHS, reverse=True):
             page.set_viewport_size({"width": width, "height": 900})
             page.evaluate(NEXT_FRAME)
-            reading.overflow[width] = page.evaluate(OVERFLOW)
+            if width in WIDTHS:
+                reading.overflow[width] = page.evaluate(OVERFLOW)
+            reading.sideways[width] = page.evaluate(SIDEWAYS)
         page.close()
         found[rel] = reading
     if screenshot_dir is not None:  # for a maintainer: each chapter's length in screens and what it shows first
@@ -219,6 +238,12 @@ def test_every_internal_link_and_anchor_resolves(book_url, book_root, readings):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_no_table_figure_or_formula_overflows_the_content_column(readings, width):
     failures = {rel: r.overflow[width] for rel, r in readings.items() if r.overflow[width]}
+    assert not failures, f"\nat {width} px:\n" + report(failures)
+
+
+@pytest.mark.parametrize("width", PHONE_WIDTHS)
+def test_no_page_scrolls_sideways(readings, width):
+    failures = {rel: r.sideways[width] for rel, r in readings.items() if r.sideways[width]}
     assert not failures, f"\nat {width} px:\n" + report(failures)
 
 
@@ -286,21 +311,31 @@ def test_each_chapter_shows_its_results_table_in_its_first_two_screens(readings,
 
 def test_the_claims_page_filters_and_links_every_claim_to_its_row(browser, book_url):
     page, problems = visit(browser, book_url + "book/claims.html")
-    rows = page.locator("table.claims-filter tbody tr")
+    rows = page.locator("table.claims-filter tbody tr[data-chapter]")
     total = rows.count()
     assert total > 0 and not problems, problems
-    chapters = page.eval_on_selector_all("table.claims-filter tbody tr", "rs => [...new Set(rs.map(r => r.dataset.chapter))]")
+    chapters = page.eval_on_selector_all("table.claims-filter tbody tr[data-chapter]",
+                                         "rs => [...new Set(rs.map(r => r.dataset.chapter))]")
     page.select_option("select[data-filter=chapter]", chapters[0])
     page.select_option("select[data-filter=kind]", "prediction")
-    visible = page.eval_on_selector_all("table.claims-filter tbody tr",
+    visible = page.eval_on_selector_all("table.claims-filter tbody tr[data-chapter]",
                                         "rs => rs.filter(r => !r.hidden).map(r => [r.dataset.chapter, r.dataset.kind])")
     assert visible and all(v == [chapters[0], "prediction"] for v in visible)
+    heads = page.eval_on_selector_all("tr[data-chapter-head]", "rs => rs.filter(r => !r.hidden).map(r => r.dataset.chapterHead)")
+    assert heads == [chapters[0]], f"the title rows shown are {heads}, not the chosen chapter's"
     assert f"{len(visible)} of {total} claims" in page.inner_text(".claims-filter-count")
     # every row links to an anchor on its chapter page (the link test checks that the anchors exist)
-    links = page.eval_on_selector_all("table.claims-filter tbody tr td:first-child a", "as => as.map(a => a.getAttribute('href'))")
+    links = page.eval_on_selector_all("table.claims-filter tbody tr[data-chapter] td:first-child a",
+                                      "as => as.map(a => a.getAttribute('href'))")
     assert len(links) == total and all(re.fullmatch(r"chapters/[a-z-]+\.html#claim-[A-Za-z0-9_.-]+", h) for h in links)
     assert page.locator(".verdict-bar").count() >= len(chapters)
+    downloads = page.eval_on_selector_all("a[href$='claims.json'], a[href$='claims.csv']", "as => as.map(a => a.href)")
     page.close()
+    request = browser.new_context().request
+    assert sorted(Path(urlparse(d).path).suffix for d in downloads) == [".csv", ".json"], downloads
+    for url in downloads:  # every claim of the book, in each format
+        body = request.get(url).text()
+        assert len(json.loads(body) if url.endswith(".json") else list(csv.DictReader(io.StringIO(body)))) == total, url
 
 
 def test_no_figure_or_theorem_carries_a_book_wide_number(book_root, pages):
@@ -310,3 +345,21 @@ def test_no_figure_or_theorem_carries_a_book_wide_number(book_root, pages):
                 if (found := re.findall(r'caption-number">((?:Fig\.|Theorem|Lemma|Proposition|Definition) \d+)',
                                         (book_root / rel).read_text(encoding="utf-8")))}
     assert not numbered, numbered
+
+
+def test_a_claim_link_opens_its_folded_row_highlighted_with_its_reason(browser, book_url):
+    """The claims page's link to a claim lands on its row in the chapter's folded Verdicts: opened, highlighted,
+    in view, and showing the reason for its verdict."""
+    page, _ = visit(browser, book_url + "book/claims.html")
+    href = page.eval_on_selector("table.claims-filter tbody tr[data-chapter] td:first-child a", "a => a.href")
+    verdicts = page.eval_on_selector_all("select[data-filter=verdict] option", "os => os.map(o => o.value)")
+    page.close()
+    assert "holds" in verdicts or "passes" in verdicts, f"the verdict filter does not tell bounds and checks apart: {verdicts}"
+    page, problems = visit(browser, href)
+    row = page.evaluate("""() => { const row = document.querySelector('tr.claim-target');
+        if (!row) return null; const r = row.getBoundingClientRect();
+        return {visible: row.checkVisibility(), top: r.top, bottom: r.bottom, text: row.lastElementChild.textContent}; }""")
+    page.close()
+    assert row is not None, f"{href}: no highlighted row; {problems}"
+    assert row["visible"] and 0 <= row["top"] and row["bottom"] <= SCREEN_HEIGHT, f"{href}: row not in view: {row}"
+    assert ":" in row["text"], f"{href}: the row's verdict has no reason: {row['text']!r}"

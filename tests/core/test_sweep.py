@@ -1,7 +1,10 @@
 """`python -m paperlib sweep`: planning and validation, the aggregate's arithmetic, failures,
 timeouts and resuming, on a local Dask cluster; and one real smoke sweep of a chapter."""
 
+import csv
+import io
 import json
+import re
 import sys
 
 import numpy as np
@@ -188,9 +191,9 @@ def test_book_adds_the_seed_table_to_the_verdicts_section_and_the_claims_page(tm
     assert "| `p` | prediction | reproduced in most seeds | 0.67 | 0 | 0.9 [0.5, 1.5] |" in cells[2].source
     page = book.claims_status_markdown([hand_made_ledger(0, 0.5, True) | {"paper": "demo"}], {"demo": point})
     assert "Over seeds: 0 of 1 predictions reproduced in every seed (1 reproduced in most seeds)" in page
-    assert ('<tr data-chapter="demo" data-kind="prediction" data-verdict="reproduced"><td><a href="chapters/demo.html#claim-p">'
-            '<code>p</code></a><br><small>Thm 1; demo</small></td><td>prediction</td>') in page
-    assert "<td>reproduced</td><td>reproduced in most seeds</td></tr>" in page
+    assert ('<tr data-chapter="demo" data-chapter-title="demo" data-kind="prediction" data-verdict="reproduced"><td>'
+            '<a href="chapters/demo.html#claim-p"><code>p</code></a><br><small>Thm 1</small></td><td>prediction</td>') in page
+    assert "</td><td>reproduced in most seeds</td></tr>" in page
 
 
 def test_book_orders_chapters_longest_first_by_their_recorded_run_times(tmp_path):
@@ -229,3 +232,26 @@ def test_chapters_sharing_a_seed_folder_keep_their_own_log_and_stamp(tmp_path):
     # and a chapter's aggregate reads its own seeds, not another chapter's run of the same folder
     point = S.aggregate("one", "smoke", tmp_path, [r for r in again if r["paper"] == "one"])["points"][0]
     assert point["seeds"] == [0, 1]
+
+
+def test_the_claims_page_tells_holds_and_passes_from_reproduced_and_gives_each_claim_a_reason(tmp_path):
+    from paperlib.core import book
+    ledger = hand_made_ledger(0, 0.5, False) | {"paper": "demo"}
+    ledger["claims"].append(dict(ledger["claims"][0], id="b", kind="bound", why="Holds: 0.5 <= 1. Its assumption is met."))
+    page = book.claims_status_markdown([ledger])
+    verdicts = re.findall(r'data-verdict="([^"]+)"', page)
+    assert verdicts == ["reproduced", "fails", "holds"]  # a bound's word, not the prediction's
+    assert "<small>Holds: 0.5 ≤ 1.</small>" in page       # its first sentence, typeset
+    book.write_claims_table([ledger], generated_dir=tmp_path)
+    rows = json.loads((tmp_path / "claims.json").read_text())
+    assert [r["claim"] for r in rows] == ["p", "c", "b"] and rows[2]["verdict"] == "holds"
+    table = list(csv.DictReader(io.StringIO((tmp_path / "claims.csv").read_text())))
+    assert list(table[0]) == list(book.CLAIM_COLUMNS) and table[1]["verdict"] == "fails" and table[1]["measured"] == "2.0"
+
+
+def test_a_short_reason_is_its_first_sentence_cut_to_a_line():
+    from paperlib.core import book
+    assert book.short_reason({"why": "Exploratory: no verdict. Seen 3 times."}) == "Seen 3 times."
+    assert book.short_reason({"why": "measured 1.5 against 2. More."}) == "measured 1.5 against 2."
+    assert len(book.short_reason({"why": "x" * 400})) == 160
+    assert book.short_reason({"why": "measured 2 against 1; " * 20}).endswith("against 1…")
