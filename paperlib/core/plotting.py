@@ -14,13 +14,31 @@ PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F
 
 
 def use_style():
-    """The shared style: colour-blind palette, light grid, readable sizes."""
+    """The shared style: colour-blind palette, light grid, readable sizes, sharp figures (:func:`show_sharp_figures`)."""
     plt.rcParams.update({
         "figure.dpi": 100, "savefig.dpi": 100, "figure.figsize": (6.4, 4.0),
         "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
         "axes.prop_cycle": matplotlib.cycler(color=PALETTE), "font.size": 10,
         "axes.titlesize": 10.5, "legend.fontsize": 8.5, "legend.frameon": False,
     })
+    show_sharp_figures()
+
+
+def show_sharp_figures() -> None:
+    """In IPython, show each matplotlib figure as a pixel-doubled PNG that declares its 100-dpi size (sharp on
+    every screen and when a wide figure is shrunk to the book's column); elsewhere, nothing."""
+    try:
+        from IPython import get_ipython
+        from IPython.core.pylabtools import retina_figure
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    from matplotlib.figure import Figure
+    # switching to the backend loads it (the inline backend registers its own PNG formatter when it loads): after it
+    plt.switch_backend(plt.get_backend())
+    shell.display_formatter.formatters["image/png"].for_type(Figure, lambda fig: retina_figure(fig, bbox_inches="tight"))
 
 
 def prediction_vs_measurement(ax, x, measured, predicted=None, *, label="measured",

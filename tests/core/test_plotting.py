@@ -130,3 +130,19 @@ def test_prediction_vs_measurement_names_no_band_for_one_seed():
     plotting.prediction_vs_measurement(ax, [1.0, 2.0], [[1.0, 2.0]])
     assert [line.get_label() for line in ax.get_lines()][-1] == "measured (1 seed)"
     plt.close(fig)
+
+
+def test_in_ipython_a_figure_is_shown_at_twice_its_pixels_with_its_size_declared():
+    import nbformat
+    from nbclient import NotebookClient
+    cells = ["import matplotlib.pyplot as plt\nfrom paperlib.core import plotting\nplotting.use_style()",
+             "fig, ax = plt.subplots(figsize=(6, 3))\nax.plot([1, 2])\nplt.show()"]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(notebook, kernel_name="python3", timeout=120).execute()
+    shown = next(o for o in notebook.cells[1].outputs if "image/png" in o.get("data", {}))
+    import base64, io
+    from PIL import Image
+    width, height = Image.open(io.BytesIO(base64.b64decode(shown["data"]["image/png"]))).size
+    declared = shown["metadata"]["image/png"]
+    assert abs(width - 2 * declared["width"]) <= 1 and abs(height - 2 * declared["height"]) <= 1  # rounded halves
+    assert declared["width"] < 600
