@@ -346,10 +346,33 @@ def write_claims_table(ledgers: list[dict], aggregates: dict | None = None, full
     generated_dir.mkdir(parents=True, exist_ok=True)
     target = generated_dir / "claims_table.md"
     target.write_text(claims_status_markdown(ledgers, aggregates, full) + "\n")
+    (generated_dir / "chapters_table.md").write_text(chapters_table_markdown(ledgers) + "\n")
     rows = claim_rows(ledgers, aggregates or {}, full or {})
     (generated_dir / "claims.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
     (generated_dir / "claims.csv").write_text(claims_csv(rows))
     return target
+
+
+def citation_key(paper: str) -> str | None:
+    """The key of the paper a chapter reproduces: the first ``{cite:p}`` of its notebook."""
+    found = re.search(r"\{cite:[pt]\}`([^`,]+)`", notebook_path(paper).read_text(encoding="utf-8"))
+    return found.group(1) if found else None
+
+
+def chapters_table_markdown(ledgers: list[dict]) -> str:
+    """The landing page's table: each chapter, its paper, and one generated line of what reproduced at the
+    book's preset (:func:`paperlib.core.results_table.headline_summary`)."""
+    from paperlib.core import results_table
+    from paperlib.core.ledger import declared_claims
+    lines = [f"| chapter | paper | its headline results at `{ledgers[0]['preset'] if ledgers else 'default'}` |",
+             "|---|---|---|"]
+    for ledger in ledgers:
+        paper = ledger["paper"]
+        key = citation_key(paper) if paper in P.available_papers() else None
+        lines.append(f"| [{chapter_title(paper)}](chapters/{paper}.ipynb) | "
+                     + (f"{{cite:t}}`{key}`" if key else "-") + " | "
+                     + results_table.headline_summary(ledger, declared_claims(paper)) + " |")
+    return "\n".join(lines)
 
 
 CLAIM_COLUMNS = ("chapter", "claim", "kind", "source", "statement", "paper_value", "predicted", "measured",

@@ -109,3 +109,18 @@ def fill_marker(notebook, markdown: str) -> bool:
             cell.source = cell.source.replace(MARKER, markdown)
             return True
     return False
+
+
+def headline_summary(ledger: dict, declared: dict) -> str:
+    """One line for the book's landing page: how many of the chapter's headline results reproduced, and which
+    did not, by verdict ("4 of 6 headline results reproduced; not reproduced: A; inconclusive: B.")."""
+    rows = headline_ids(declared, ledger["claims"])
+    if not rows:
+        return "No headline result is marked."
+    others = {}
+    for result, claim in rows:
+        if claim["verdict"] != L.REPRODUCED:
+            others.setdefault(L.verdict_word(claim).strip("*"), []).append(result)
+    reproduced = len(rows) - sum(map(len, others.values()))
+    text = f"{reproduced} of {len(rows)} headline results reproduced"
+    return text + "".join(f"; {word}: " + "; ".join(results) for word, results in others.items()) + "."

@@ -50,3 +50,14 @@ def test_every_chapter_marks_a_few_headline_results_and_places_its_table_first(p
     assert 3 <= len(rows) <= R.MAX_ROWS + 2, [c["id"] for _, c in rows]
     text = (P.NOTEBOOK_DIR / f"{paper}.md").read_text()
     assert text.index(R.MARKER) < text.index("**Claims tested.**")
+
+
+def test_the_landing_page_line_names_each_headline_result_that_did_not_reproduce():
+    declared = {"a": {"headline": "A holds"}, "b-{n}": {"headline": "B at {n}"}, "c": {}}
+    claims = [{"id": "a", "kind": "prediction", "verdict": "reproduced"},
+              {"id": "b-10", "kind": "prediction", "verdict": "not reproduced"},
+              {"id": "b-20", "kind": "prediction", "verdict": "inconclusive"},
+              {"id": "c", "kind": "prediction", "verdict": "not reproduced"}]
+    line = R.headline_summary({"claims": claims}, declared)
+    assert line == "1 of 3 headline results reproduced; not reproduced: B at 10; inconclusive: B at 20."
+    assert R.headline_summary({"claims": claims}, {}) == "No headline result is marked."
