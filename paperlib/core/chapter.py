@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paperlib.core import controls, devices, params, plotting, sections
+from paperlib.core import changes, controls, devices, params, plotting, sections
 from paperlib.core.ledger import Ledger, cell_claims_markdown, claim_count, declared_claims, dropdown
 from paperlib.core.seeding import seed_everything
 
@@ -66,6 +66,13 @@ class Chapter:
         display(Markdown(dropdown("What did not reproduce, what holds only weakly, and why", findings) + "\n\n"
                          + dropdown(f"Every claim: its prediction, measurement, null and reason "
                                     f"({claim_count(claims)})", self.ledger.table_markdown())))
+
+    def changes_to_checks(self) -> None:
+        """Show the chapter's record of changes to checks (:mod:`paperlib.core.changes`) as one folded table."""
+        from IPython.display import Markdown, display
+        entries = changes.load(self.ledger.paper)
+        title = f"The {len(entries)} change{'s' if len(entries) != 1 else ''}, each with its reason"
+        display(Markdown(dropdown(title, changes.changes_markdown(entries))))
 
     def regression_check(self, *lines: str) -> None:
         """Print every claim's verdict, then ``lines`` (a few key numbers, rounded): the output

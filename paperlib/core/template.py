@@ -278,7 +278,9 @@ chapter.regression_check(f"predicted rate {{predicted_rate:.4f}}")
 
 ## Verdicts
 
-The paragraph below is generated from the ledger.
+Two folds below hold every claim of the chapter: first the claims whose verdict is not the one the
+paper predicts, or that stayed undecided, each with its reason; then every claim with its prediction,
+measurement, null and reason.
 
 ```{{code-cell}} ipython3
 chapter.verdicts()
@@ -286,7 +288,14 @@ chapter.verdicts()
 
 ## Changes to checks
 
-Every check, tolerance, statement or scope changed after its result was first seen, with the reason.
+Every check, tolerance, statement, kind or scope changed after its result was first seen: what it was,
+with the numbers of the run that showed it, what it is now, and why.
+
+```{{code-cell}} ipython3
+:tags: [remove-input]
+
+chapter.changes_to_checks()
+```
 
 ## What was difficult
 

@@ -96,3 +96,19 @@ def test_reference_has_checked_outputs_and_sections():
         assert outputs and all(text.strip() for text in outputs), paper
         assert "reproduced" in "".join(outputs), paper
         assert all(claim.get("section") for claim in reference_ledger(paper)["claims"]), paper
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_each_chapter_shows_its_record_of_changes_and_the_record_names_its_claims(paper):
+    """The record beside claims.yaml is what the chapter's Changes to checks shows; every id it names is a claim
+    of the chapter, or one the change itself retired."""
+    import json
+
+    from paperlib.core import changes
+    from paperlib.core.ledger import declared_claims
+    entries = changes.load(paper)
+    recorded = {c["id"] for c in json.loads((P.REFERENCE_DIR / f"{paper}.json").read_text())["claims"]}
+    assert not changes.unknown_claims(entries, recorded | set(declared_claims(paper)))
+    from paperlib.core.runner import notebook_path
+    text = notebook_path(paper).read_text()
+    assert "chapter.changes_to_checks()" in text.split("## Changes to checks", 1)[1].split("\n## ", 1)[0]
