@@ -73,12 +73,12 @@ def coverage_markdown(paper: str, claims: list[dict], smoke_ids: set | None = No
     others = [claim_id for claim_id in uncovered if claim_id not in held]
     names = ", ".join(f"`{c['name']}`" for c in controls) or "none"
     text = (f"**Control coverage.** {len(predictions) - len(uncovered)} of the {len(predictions)} predictions belong to a claim "
-            f"that a control flips (`controls.yaml`: {names}; CI runs each at `smoke`).")
+            f"that a control flips (the controls: {names}; the tests run each at `smoke`).")
     if others:
         text += (f" The other {len(others)} have no control that flips them yet (some are themselves a setting "
                  "predicted to fail): " + ", ".join(f"`{c}`" for c in others) + ".")
     if held_against:
-        text += ("\n\nThese held at `smoke` under a control that the paper's argument says should break them, so they "
-                 "are weaker evidence than their verdict suggests:\n\n"
+        text += ("\n\nThese still passed at `smoke` under a control that the paper's argument says should break them, "
+                 "so they are weaker evidence than their verdict suggests:\n\n"
                  + "\n".join(f"- `{c}` under `{name}`: {why}" for c in held_against for name, why in held[c]))
     return text

@@ -223,11 +223,14 @@ def compute_verdict(measured, predicted, check: Check, assumption_met: bool = Tr
     return (REPRODUCED if controlled else NO_NULL), holds
 
 
+NOT_MEASURED = "not measured"
+
+
 def _fmt(value) -> str:
     if value is None:
         return "-"
-    if isinstance(value, str):
-        return value
+    if isinstance(value, str):  # a ledger stores a float's nan as "nan" (JSON has none)
+        return NOT_MEASURED if value == "nan" else value
     if isinstance(value, (list, tuple, np.ndarray)):
         items = list(np.asarray(value).ravel())
         if len(items) > 6:
@@ -237,7 +240,7 @@ def _fmt(value) -> str:
         return str(bool(value))
     value = float(value)
     if math.isnan(value):
-        return "none"  # a reader sees "none" where nothing was measured, not a float's "nan"
+        return NOT_MEASURED  # a reader sees words where nothing was measured, not a float's "nan"
     if value == 0 or (1e-3 <= abs(value) < 1e5):
         return f"{value:.4g}"
     return f"{value:.3e}"

@@ -55,7 +55,7 @@ def short_reason(claim: dict) -> str:
 
 def _measured(value) -> str:
     text = L._fmt(value)
-    return "not measured at this preset" if text in ("none", "nan", "-") else text
+    return "not measured at this preset" if text in (L.NOT_MEASURED, "-") else text
 
 
 def _over_seeds(point: dict | None, claim_id: str) -> str:

@@ -80,3 +80,19 @@ def test_no_global_of_a_chapter_takes_a_parameters_name(paper):
                     continue
                 clashes += [name for name in names if name in schema]
     assert not clashes, clashes
+
+
+FOLDED = ("hide-input", "remove-input", "remove-cell")
+VISIBLE_WIDTH = 88  # what the book's code box shows at 1280 px without scrolling
+
+
+@pytest.mark.parametrize("paper", P.available_papers())
+def test_visible_code_fits_its_box(paper):
+    """A reader sees the cells that run the experiment; none of their lines is wider than the code box. Folded
+    cells (the claims' bookkeeping, the set-up) may be wider: they open in Jupyter, where they scroll."""
+    notebook = jupytext.read(P.REPO_ROOT / "notebooks" / f"{paper}.md")
+    wide = [f"cell {i}: {line[:60]}... ({len(line)} characters)"
+            for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"
+            and not set(cell.metadata.get("tags", [])) & set(FOLDED)
+            for line in cell.source.splitlines() if len(line) > VISIBLE_WIDTH]
+    assert not wide, "\n".join(wide)

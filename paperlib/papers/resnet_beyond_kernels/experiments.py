@@ -108,7 +108,8 @@ class Study:
             if i % 2:
                 out.margins.append(abs(closed) / hc.paper_hermite_bound(i))
                 out.margins_shifted.append(abs(closed) / (math.prod(range(i - 2, 0, -2)) / 4))
-            out.rows.append(f"| {i} | {integral:+.6f} | {closed:+.6f} | {hc.paper_hermite_bound(i) if i % 2 else float('nan'):.3f} |")
+            bound = f"{hc.paper_hermite_bound(i):.3f}" if i % 2 else "- (bounds odd i only)"
+            out.rows.append(f"| {i} | {integral:+.6f} | {closed:+.6f} | {bound} |")
         out.table = ("| i | p'_i by quadrature | closed form He_{i-1}(0) φ(0) | paper's bound (i−1)!!/4 |\n|---|---|---|---|\n"
                      + "\n".join(out.rows))
         return out
