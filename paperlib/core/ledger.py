@@ -627,16 +627,24 @@ def claims_table_markdown(claims: list[dict]) -> str:
         chosen = [c for c in claims if c["kind"] == kind]
         if not chosen:
             continue
-        header = ["claim", "statement", "predicted", "measured", "accepted", "verdict and reason"]
+        # five columns: with the accepted range a column of its own, the table's narrowest layout was wider
+        # than the book's column at 1280 px
+        header = ["claim", "statement", "predicted", "measured; accepted range", "verdict and reason"]
         lines = [f"**{KIND_TITLES[kind]}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for c in chosen:
             paper_value = c.get("paper_value")
             statement = plain(c["statement"]) + (f" (paper: {_fmt(paper_value)})" if paper_value is not None else "")
             cells = [f'<span id="{claim_anchor(c["id"])}"></span>`{c["id"]}` ({c["source"]})', statement,
-                     _fmt(c["predicted"]), measured_text(c), accepted_range(c), verdict_and_reason(c)]
+                     _fmt(c["predicted"]), measured_and_accepted(c), verdict_and_reason(c)]
             lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def measured_and_accepted(claim: dict) -> str:
+    """"0.91 (null 0.12); accepted >= 0.8" (the measurement alone where nothing is accepted or refused)."""
+    accepted = accepted_range(claim)
+    return measured_text(claim) + (f"; accepted {accepted}" if accepted != "-" else "")
 
 
 def verdict_and_reason(claim: dict) -> str:

@@ -295,7 +295,7 @@ def test_verdicts_tables_give_each_claim_a_stable_anchor():
     claim = {"id": "A7-fc-miss-G", "source": "Thm 1", "statement": "s", "kind": "prediction", "predicted": 1.0,
              "measured": 1.0, "paper_value": 0.5, "tolerance": "", "check": None, "verdict": "reproduced", "why": "w"}
     table = claims_table_markdown([claim])
-    assert '| <span id="claim-A7-fc-miss-G"></span>`A7-fc-miss-G` (Thm 1) | s (paper: 0.5) | 1 | 1 | - | reproduced: w |' in table
+    assert '| <span id="claim-A7-fc-miss-G"></span>`A7-fc-miss-G` (Thm 1) | s (paper: 0.5) | 1 | 1 | reproduced: w |' in table
 
 
 # ---------------------------------------------------------------- claims declared in claims.yaml
