@@ -192,7 +192,7 @@ def test_book_adds_the_seed_table_to_the_verdicts_section_and_the_claims_page(tm
     page = book.claims_status_markdown([hand_made_ledger(0, 0.5, True) | {"paper": "demo"}], {"demo": point})
     assert "Over seeds: 0 of 1 predictions reproduced in every seed (1 reproduced in most seeds)" in page
     assert ('<tr data-chapter="demo" data-chapter-title="demo" data-kind="prediction" data-verdict="reproduced"><td>'
-            '<a href="chapters/demo.html#claim-p"><code>p</code></a><br><small>Thm 1</small></td><td>prediction</td>') in page
+            '<a href="chapters/demo.html#claim-p"><code>p</code></a><br><small>Thm 1; prediction</small></td><td>below one</td>') in page
     assert "</td><td>reproduced in most seeds</td></tr>" in page
 
 
