@@ -251,7 +251,7 @@ def verdict_bars_html(claims: list[dict]) -> str:
     return '<div class="verdict-bars">' + "".join(rows) + "</div>"
 
 
-def short_reason(claim: dict, limit: int = 160) -> str:
+def first_reason_line(claim: dict, limit: int = 160) -> str:
     """A claim's reason in one line for the claims page: its first sentence, typeset, cut at ``limit``
     characters (the chapter's row has the whole reason)."""
     from paperlib.core.typeset import maths
@@ -280,7 +280,7 @@ def claims_filter_table_html(ledgers: list[dict], aggregates: dict, full: dict |
         for c in ledger["claims"]:
             word = plain_verdict(c["kind"], c["verdict"])
             link = f'chapters/{paper}.html#{claim_anchor(c["id"])}'
-            reason = short_reason(c)
+            reason = first_reason_line(c)
             cells = [f'<a href="{link}"><code>{html.escape(c["id"])}</code></a><br><small>{html.escape(c["source"])}; '
                      f'{c["kind"]}</small>', html.escape(maths(c["statement"])),
                      html.escape(word) + (f'<br><small>{html.escape(reason)}</small>' if reason else "")]

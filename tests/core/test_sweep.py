@@ -249,9 +249,9 @@ def test_the_claims_page_tells_holds_and_passes_from_reproduced_and_gives_each_c
     assert list(table[0]) == list(book.CLAIM_COLUMNS) and table[1]["verdict"] == "fails" and table[1]["measured"] == "2.0"
 
 
-def test_a_short_reason_is_its_first_sentence_cut_to_a_line():
+def test_the_claims_page_reason_is_its_first_sentence_cut_to_a_line():
     from paperlib.core import book
-    assert book.short_reason({"why": "Exploratory: no verdict. Seen 3 times."}) == "Seen 3 times."
-    assert book.short_reason({"why": "measured 1.5 against 2. More."}) == "measured 1.5 against 2."
-    assert len(book.short_reason({"why": "x" * 400})) == 160
-    assert book.short_reason({"why": "measured 2 against 1; " * 20}).endswith("against 1…")
+    assert book.first_reason_line({"why": "Exploratory: no verdict. Seen 3 times."}) == "Seen 3 times."
+    assert book.first_reason_line({"why": "measured 1.5 against 2. More."}) == "measured 1.5 against 2."
+    assert len(book.first_reason_line({"why": "x" * 400})) == 160
+    assert book.first_reason_line({"why": "measured 2 against 1; " * 20}).endswith("against 1…")
